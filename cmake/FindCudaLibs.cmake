@@ -1,0 +1,23 @@
+# cuDNN and NCCL live next to the CUDA toolkit (/usr/local/cuda/{include,lib64}); expose them as
+# imported targets ht_cudnn and ht_nccl. NVML is loaded at run time with dlopen (no link stub).
+set(_ht_cuda_root ${CUDAToolkit_LIBRARY_ROOT})
+if(NOT _ht_cuda_root)
+  get_filename_component(_ht_cuda_root ${CUDAToolkit_BIN_DIR} DIRECTORY)
+endif()
+find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_ht_cuda_root}/include)
+find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ${_ht_cuda_root}/lib64)
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_ht_cuda_root}/include)
+find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${_ht_cuda_root}/lib64)
+foreach(v CUDNN_INCLUDE_DIR CUDNN_LIBRARY NCCL_INCLUDE_DIR NCCL_LIBRARY)
+  if(NOT ${v})
+    message(FATAL_ERROR "nvcc was found but ${v} was not: cuDNN and NCCL must sit next to the CUDA toolkit "
+                        "(${_ht_cuda_root}). Configure with -DHT_ENABLE_CUDA=OFF for a CPU-only build.")
+  endif()
+endforeach()
+add_library(ht_cudnn INTERFACE IMPORTED)
+target_include_directories(ht_cudnn INTERFACE ${CUDNN_INCLUDE_DIR})
+target_link_libraries(ht_cudnn INTERFACE ${CUDNN_LIBRARY})
+add_library(ht_nccl INTERFACE IMPORTED)
+target_include_directories(ht_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+target_link_libraries(ht_nccl INTERFACE ${NCCL_LIBRARY})
+message(STATUS "hpctrain: cuDNN ${CUDNN_LIBRARY}, NCCL ${NCCL_LIBRARY}")

@@ -1,0 +1,83 @@
+#include "mpi/dist.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "cuda/check.hpp"
+
+namespace ht {
+namespace {
+DistContext g_ctx;
+bool g_inited = false;
+}  // namespace
+
+void dist_init(int* argc, char*** argv) {
+  if (g_inited) return;
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    HT_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw RuntimeError("MPI_Init_thread: this MPI library gives thread level " + std::to_string(provided) +
+                         ", hpctrain needs MPI_THREAD_MULTIPLE");
+  }
+  // Errors come back as codes so the check macros can name rank, host and file:line.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  HT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_ctx.rank));
+  HT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_ctx.world_size));
+  HT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_ctx.rank, MPI_INFO_NULL, &g_ctx.local));
+  HT_MPI_CHECK(MPI_Comm_rank(g_ctx.local, &g_ctx.local_rank));
+  HT_MPI_CHECK(MPI_Comm_size(g_ctx.local, &g_ctx.local_size));
+  char host[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  HT_MPI_CHECK(MPI_Get_processor_name(host, &len));
+  g_ctx.host.assign(host, static_cast<size_t>(len));
+  std::vector<char> all(static_cast<size_t>(g_ctx.world_size) * MPI_MAX_PROCESSOR_NAME, 0);
+  HT_MPI_CHECK(MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                             MPI_COMM_WORLD));
+  g_ctx.hosts.clear();
+  for (int r = 0; r < g_ctx.world_size; ++r) g_ctx.hosts.emplace_back(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+  g_inited = true;
+}
+
+const DistContext& dist() { return g_ctx; }
+
+void dist_finalize() {
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (inited && !finalized) {
+    if (g_ctx.local != MPI_COMM_NULL) MPI_Comm_free(&g_ctx.local);
+    MPI_Finalize();
+  }
+}
+
+void dist_abort(int code) {
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (inited && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+bool dist_any(bool flag) {
+  int in = flag ? 1 : 0, out = 0;
+  HT_MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD));
+  return out != 0;
+}
+
+long long dist_max(long long v) {
+  long long out = 0;
+  HT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
+  return out;
+}
+
+double dist_sum(double v) {
+  double out = 0;
+  HT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return out;
+}
+
+}  // namespace ht

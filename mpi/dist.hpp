@@ -1,0 +1,40 @@
+#pragma once
+// The distributed context: this process's rank, local_rank (rank among the ranks on its host, from
+// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)), world_size and host names, plus the small collective
+// agreements every rank must make together (stop flags, error codes).
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+namespace ht {
+
+struct DistContext {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;   ///< rank among the ranks on this host
+  int local_size = 1;   ///< ranks on this host
+  std::string host;
+  std::vector<std::string> hosts;  ///< host of every rank, indexed by rank
+  MPI_Comm world = MPI_COMM_WORLD;
+  MPI_Comm local = MPI_COMM_NULL;  ///< ranks sharing this host
+};
+
+/// Initialises MPI (MPI_THREAD_MULTIPLE: the gradient-exchange thread calls MPI while the main
+/// thread computes) and fills the context. Safe to call once per process.
+void dist_init(int* argc, char*** argv);
+/// The context; valid after dist_init.
+const DistContext& dist();
+/// MPI_Finalize if initialised and not finalised.
+void dist_finalize();
+/// Ends the whole job: MPI_Abort(MPI_COMM_WORLD, code) so every rank exits (no hang).
+[[noreturn]] void dist_abort(int code);
+
+/// True on every rank if `flag` is true on any rank (MPI_LOR allreduce).
+bool dist_any(bool flag);
+/// The maximum of `v` over ranks.
+long long dist_max(long long v);
+/// The sum of `v` over ranks.
+double dist_sum(double v);
+
+}  // namespace ht

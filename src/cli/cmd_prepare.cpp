@@ -1,0 +1,11 @@
+// hpctrain prepare: placeholder until its issue lands; exits 1 so nothing mistakes it for success.
+#include <iostream>
+
+#include "src/cli/commands.hpp"
+
+namespace ht {
+int cmd_prepare(const Args&) {
+  std::cerr << "hpctrain prepare: not implemented yet\n";
+  return 1;
+}
+}  // namespace ht

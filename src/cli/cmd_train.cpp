@@ -1,0 +1,11 @@
+// hpctrain train: placeholder until its issue lands; exits 1 so nothing mistakes it for success.
+#include <iostream>
+
+#include "src/cli/commands.hpp"
+
+namespace ht {
+int cmd_train(const Args&) {
+  std::cerr << "hpctrain train: not implemented yet\n";
+  return 1;
+}
+}  // namespace ht

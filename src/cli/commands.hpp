@@ -1,0 +1,14 @@
+#pragma once
+// Subcommands of the hpctrain executable. Each takes the arguments after its name, runs with MPI
+// initialised (see main.cpp), and returns an exit code or throws UsageError (2) / RuntimeError (1).
+#include <string>
+#include <vector>
+
+namespace ht {
+using Args = std::vector<std::string>;
+int cmd_train(const Args& args);    // src/cli/cmd_train.cpp
+int cmd_prepare(const Args& args);  // src/cli/cmd_prepare.cpp
+int cmd_bench(const Args& args);    // src/cli/cmd_bench.cpp
+int cmd_doctor(const Args& args);   // src/cli/cmd_doctor.cpp
+int cmd_inspect(const Args& args);  // src/cli/cmd_inspect.cpp
+}  // namespace ht

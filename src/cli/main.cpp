@@ -1,0 +1,76 @@
+// hpctrain: one executable, subcommands train | prepare | bench | doctor | inspect (DESIGN.md).
+// Errors become exit codes here: UsageError -> 2, anything else -> 1. With several ranks an error on
+// one rank ends the whole job through MPI_Abort so that no rank waits forever in a collective.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "mpi/dist.hpp"
+#include "src/cli/commands.hpp"
+#include "src/core/error.hpp"
+
+namespace {
+
+void usage() {
+  std::cout << "usage: hpctrain <command> [options]\n"
+               "  train    --config FILE [--section.key value ...]   train a model\n"
+               "  prepare  --format fashion-mnist|cifar10 --input DIR --output DIR [--shards N]\n"
+               "  bench    allreduce|io|train [options]              microbenchmarks\n"
+               "  doctor                                             diagnose the environment\n"
+               "  inspect  PATH                                      summarise a shard or checkpoint\n"
+               "Run 'hpctrain <command> --help' for a command's options.\n";
+}
+
+// A code returned by a command is agreed by all ranks (a clean exit); a code from an exception may be
+// one rank's alone, so with several ranks it ends the job with MPI_Abort.
+int finish(int code, bool from_exception) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (from_exception && ht::dist().world_size > 1) ht::dist_abort(code);
+  ht::dist_finalize();
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? ht::kExitUsage : ht::kExitOk;
+  }
+  std::string cmd = argv[1];
+  ht::Args args(argv + 2, argv + argc);
+  try {
+    ht::dist_init(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::cerr << "hpctrain: MPI initialisation failed: " << e.what() << "\n";
+    return ht::kExitRuntime;
+  }
+  int code = ht::kExitOk;
+  bool from_exception = true;
+  try {
+    if (cmd == "train") code = ht::cmd_train(args);
+    else if (cmd == "prepare") code = ht::cmd_prepare(args);
+    else if (cmd == "bench") code = ht::cmd_bench(args);
+    else if (cmd == "doctor") code = ht::cmd_doctor(args);
+    else if (cmd == "inspect") code = ht::cmd_inspect(args);
+    else {
+      if (ht::dist().rank == 0) {
+        std::cerr << "hpctrain: unknown command '" << cmd << "'\n";
+        usage();
+      }
+      code = ht::kExitUsage;
+    }
+    from_exception = false;
+  } catch (const ht::UsageError& e) {
+    std::cerr << "hpctrain: error (rank " << ht::dist().rank << "): " << e.what() << "\n";
+    code = ht::kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "hpctrain: fatal (rank " << ht::dist().rank << " on " << ht::dist().host << "): " << e.what()
+              << "\n";
+    code = ht::kExitRuntime;
+  }
+  return finish(code, from_exception);
+}

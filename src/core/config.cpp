@@ -1,0 +1,264 @@
+#include "src/core/config.hpp"
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "src/core/error.hpp"
+
+namespace po = boost::program_options;
+
+namespace ht {
+namespace {
+
+// Every key once: the visitor gets (name, field, help). Parsing, printing and key listing all use it.
+template <class C, class F> void visit_keys(C& c, F&& f) {
+  f("run.dir", c.run.dir, "run directory");
+  f("run.seed", c.run.seed, "seed for sampling, augmentation and initialisation");
+  f("run.fresh", c.run.fresh, "start over on a run directory that has checkpoints");
+  f("run.allow_config_change", c.run.allow_config_change, "resume even if model or global batch changed");
+  f("data.dir", c.data.dir, "dataset directory");
+  f("data.synthetic", c.data.synthetic, "generated data instead of data.dir");
+  f("data.synthetic_samples", c.data.synthetic_samples, "synthetic train samples");
+  f("data.synthetic_height", c.data.synthetic_height, "synthetic image height");
+  f("data.synthetic_width", c.data.synthetic_width, "synthetic image width");
+  f("data.synthetic_channels", c.data.synthetic_channels, "synthetic image channels");
+  f("data.synthetic_classes", c.data.synthetic_classes, "synthetic class count");
+  f("data.crop_padding", c.data.crop_padding, "random crop padding (0 = off)");
+  f("data.flip", c.data.flip, "random horizontal flip");
+  f("data.prefetch", c.data.prefetch, "prefetch the next batch on a background thread");
+  f("data.limit_train", c.data.limit_train, "use only the first N train samples (0 = all)");
+  f("data.limit_test", c.data.limit_test, "use only the first N test samples (0 = all)");
+  f("model.name", c.model.name, "fmnist_cnn, resnet18_cifar, resnet18, resnet50, mlp");
+  f("model.num_classes", c.model.num_classes, "classes (0 = from the dataset)");
+  f("model.mlp_hidden", c.model.mlp_hidden, "hidden width of the mlp model");
+  f("train.device", c.train.device, "cpu, cuda or auto");
+  f("train.epochs", c.train.epochs, "epochs (0 = unlimited)");
+  f("train.max_steps", c.train.max_steps, "stop after this many steps (0 = unlimited)");
+  f("train.global_batch", c.train.global_batch, "global batch (samples per optimizer step, all ranks)");
+  f("train.accumulation_steps", c.train.accumulation_steps, "micro-batches per optimizer step");
+  f("train.precision", c.train.precision, "fp32, tf32, bf16, fp16");
+  f("train.label_smoothing", c.train.label_smoothing, "label smoothing");
+  f("train.max_nonfinite_steps", c.train.max_nonfinite_steps, "abort after this many skipped steps in a row");
+  f("train.log_every_steps", c.train.log_every_steps, "progress line every N steps");
+  f("train.eval_batch", c.train.eval_batch, "per-rank evaluation batch");
+  f("train.eval", c.train.eval, "evaluate after each epoch");
+  f("train.deterministic", c.train.deterministic, "deterministic algorithms only");
+  f("train.threads", c.train.threads, "compute threads per rank (0 = auto)");
+  f("train.fail_at_step", c.train.fail_at_step, "test hook: fail at this step");
+  f("train.fail_rank", c.train.fail_rank, "test hook: rank that fails");
+  f("train.nan_at_step", c.train.nan_at_step, "test hook: NaN input at this step");
+  f("train.nan_rank", c.train.nan_rank, "test hook: rank given the NaN input");
+  f("optim.lr", c.optim.lr, "peak learning rate");
+  f("optim.momentum", c.optim.momentum, "SGD momentum");
+  f("optim.weight_decay", c.optim.weight_decay, "L2 weight decay");
+  f("optim.nesterov", c.optim.nesterov, "Nesterov momentum");
+  f("optim.wd_on_bias_bn", c.optim.wd_on_bias_bn, "weight decay on biases and batch-norm parameters");
+  f("optim.schedule", c.optim.schedule, "constant, step, cosine");
+  f("optim.warmup_steps", c.optim.warmup_steps, "linear warm-up steps");
+  f("optim.step_epochs", c.optim.step_epochs, "step schedule period in epochs");
+  f("optim.step_gamma", c.optim.step_gamma, "step schedule factor");
+  f("optim.min_lr", c.optim.min_lr, "cosine schedule floor");
+  f("checkpoint.every_steps", c.checkpoint.every_steps, "checkpoint every N steps (0 = off)");
+  f("checkpoint.every_minutes", c.checkpoint.every_minutes, "checkpoint every T minutes (0 = off)");
+  f("checkpoint.keep_last", c.checkpoint.keep_last, "keep the last K checkpoints");
+  f("checkpoint.keep_every", c.checkpoint.keep_every, "keep every checkpoint at a multiple of N steps");
+  f("checkpoint.mtbf_minutes", c.checkpoint.mtbf_minutes, "Young/Daly interval from this MTBF");
+  f("checkpoint.async", c.checkpoint.async, "write checkpoints on a background thread");
+  f("checkpoint.signals", c.checkpoint.signals, "signals that checkpoint and stop (exit 75)");
+  f("checkpoint.test_write_delay_ms", c.checkpoint.test_write_delay_ms, "test hook: slow writes down");
+  f("dist.bucket_mb", c.dist.bucket_mb, "gradient bucket size in MB");
+  f("dist.allow_shared_gpu", c.dist.allow_shared_gpu, "allow two ranks on one GPU");
+  f("dist.timeout_s", c.dist.timeout_s, "NCCL init and collective time limit");
+  f("trace.enabled", c.trace.enabled, "write a Chrome trace");
+  f("cuda.workspace_mb", c.cuda.workspace_mb, "cuDNN workspace cap per convolution");
+}
+
+template <class T> std::string fmt(const T& v) {
+  std::ostringstream os;
+  if constexpr (std::is_same_v<T, bool>) {
+    os << (v ? "true" : "false");
+  } else if constexpr (std::is_floating_point_v<T>) {
+    os << std::setprecision(std::numeric_limits<T>::max_digits10) << v;
+  } else {
+    os << v;
+  }
+  return os.str();
+}
+
+po::options_description make_description(Config& c) {
+  po::options_description d("hpctrain config");
+  visit_keys(c, [&](const char* name, auto& field, const char* help) {
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<T, bool>)
+      d.add_options()(name, po::value<T>(&field)->default_value(field, fmt(field))->implicit_value(true), help);
+    else
+      d.add_options()(name, po::value<T>(&field)->default_value(field, fmt(field)), help);
+  });
+  return d;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+void require(bool ok, const std::string& origin, const std::string& key, const std::string& value,
+             const std::string& why) {
+  if (!ok) throw UsageError(origin + ": " + key + " = " + value + ": " + why);
+}
+
+void validate(const Config& c, const std::string& origin) {
+  auto oneof = [&](const std::string& key, const std::string& v, std::initializer_list<const char*> allowed) {
+    for (auto* a : allowed)
+      if (v == a) return;
+    std::string list;
+    for (auto* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    throw UsageError(origin + ": " + key + " = " + v + ": must be one of " + list);
+  };
+  oneof("model.name", c.model.name, {"fmnist_cnn", "resnet18_cifar", "resnet18", "resnet50", "mlp"});
+  oneof("train.device", c.train.device, {"cpu", "cuda", "auto"});
+  oneof("train.precision", c.train.precision, {"fp32", "tf32", "bf16", "fp16"});
+  oneof("optim.schedule", c.optim.schedule, {"constant", "step", "cosine"});
+  require(c.train.global_batch > 0, origin, "train.global_batch", fmt(c.train.global_batch), "must be positive");
+  require(c.train.accumulation_steps > 0, origin, "train.accumulation_steps", fmt(c.train.accumulation_steps),
+          "must be positive");
+  require(c.train.epochs >= 0, origin, "train.epochs", fmt(c.train.epochs), "must be >= 0");
+  require(c.train.max_steps >= 0, origin, "train.max_steps", fmt(c.train.max_steps), "must be >= 0");
+  require(c.train.epochs > 0 || c.train.max_steps > 0, origin, "train.epochs", fmt(c.train.epochs),
+          "train.epochs and train.max_steps are both 0: the run would never stop");
+  require(c.optim.lr >= 0, origin, "optim.lr", fmt(c.optim.lr), "must be >= 0");
+  require(c.optim.momentum >= 0 && c.optim.momentum < 1, origin, "optim.momentum", fmt(c.optim.momentum),
+          "must be in [0, 1)");
+  require(c.train.label_smoothing >= 0 && c.train.label_smoothing < 1, origin, "train.label_smoothing",
+          fmt(c.train.label_smoothing), "must be in [0, 1)");
+  require(c.dist.bucket_mb > 0, origin, "dist.bucket_mb", fmt(c.dist.bucket_mb), "must be positive");
+  require(c.checkpoint.keep_last >= 1, origin, "checkpoint.keep_last", fmt(c.checkpoint.keep_last), "must be >= 1");
+  require(c.data.crop_padding >= 0, origin, "data.crop_padding", fmt(c.data.crop_padding), "must be >= 0");
+  require(c.data.synthetic || !c.data.dir.empty(), origin, "data.dir", "\"\"",
+          "no dataset given: set data.dir (see scripts/quickstart.sh) or data.synthetic = true");
+}
+
+std::string unknown_key_message(const std::string& key, const std::string& origin) {
+  std::string k = key;
+  while (!k.empty() && k[0] == '-') k.erase(0, 1);
+  return origin + ": unknown config key '" + k + "' (did you mean '" + closest_key(k) + "'?)";
+}
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+  Config c;
+  std::vector<std::string> keys;
+  visit_keys(c, [&](const char* name, auto&, const char*) { keys.emplace_back(name); });
+  return keys;
+}
+
+std::string closest_key(const std::string& key) {
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const auto& k : config_keys()) {
+    // Compare against the full key and against the part after the section, so "lr" finds optim.lr.
+    size_t d = edit_distance(key, k);
+    auto dot = k.find('.');
+    if (key.find('.') == std::string::npos && dot != std::string::npos)
+      d = std::min(d, edit_distance(key, k.substr(dot + 1)));
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best;
+}
+
+std::string to_ini(const Config& c0) {
+  Config c = c0;
+  std::ostringstream os;
+  std::string section;
+  visit_keys(c, [&](const char* name, auto& field, const char*) {
+    std::string n(name);
+    auto dot = n.find('.');
+    std::string s = n.substr(0, dot);
+    if (s != section) {
+      os << (section.empty() ? "" : "\n") << "[" << s << "]\n";
+      section = s;
+    }
+    os << n.substr(dot + 1) << " = " << fmt(field) << "\n";
+  });
+  return os.str();
+}
+
+static Config parse_impl(const std::vector<std::string>& args, std::vector<std::string>* extra,
+                         const std::string* ini_text, const std::string& ini_origin) {
+  Config c;
+  po::options_description d = make_description(c);
+  std::string config_file;
+  po::options_description top("hpctrain train");
+  top.add_options()("config", po::value<std::string>(&config_file), "INI config file");
+  po::options_description all;
+  all.add(top).add(d);
+  po::variables_map vm;
+  try {
+    auto parsed = po::command_line_parser(args).options(all).allow_unregistered().run();
+    po::store(parsed, vm);
+    for (const auto& o : parsed.options) {
+      if (!o.unregistered && o.position_key < 0) continue;
+      const std::string& name = o.string_key;
+      if (name.empty() && extra) {  // a positional value, e.g. the path after --init-from
+        for (const auto& tok : o.original_tokens) extra->push_back(tok);
+        continue;
+      }
+      if (name.find('.') != std::string::npos || extra == nullptr)
+        throw UsageError(unknown_key_message(name, "command line"));
+      for (const auto& tok : o.original_tokens) extra->push_back(tok);
+    }
+  } catch (const po::error& e) {
+    throw UsageError(std::string("command line: ") + e.what());
+  }
+  std::string origin = ini_origin;
+  auto parse_stream = [&](std::istream& in) {
+    try {
+      po::store(po::parse_config_file(in, d, /*allow_unregistered=*/false), vm);
+    } catch (const po::unknown_option& e) {
+      throw UsageError(unknown_key_message(e.get_option_name(), origin));
+    } catch (const po::error& e) {
+      throw UsageError(origin + ": " + e.what());
+    }
+  };
+  if (ini_text) {
+    std::istringstream in(*ini_text);
+    parse_stream(in);
+  }
+  if (vm.count("config")) {
+    config_file = vm["config"].as<std::string>();
+    origin = config_file;
+    std::ifstream in(config_file);
+    if (!in) throw UsageError("--config " + config_file + ": cannot open the file");
+    parse_stream(in);
+  }
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(origin + ": " + e.what());
+  }
+  validate(c, vm.count("config") ? "config " + origin + " with command-line flags" : origin);
+  return c;
+}
+
+Config parse_config(const std::vector<std::string>& args, std::vector<std::string>* extra) {
+  return parse_impl(args, extra, nullptr, "command line");
+}
+
+Config parse_config_text(const std::string& ini, const std::string& origin) {
+  return parse_impl({}, nullptr, &ini, origin);
+}
+
+}  // namespace ht

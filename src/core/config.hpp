@@ -1,0 +1,105 @@
+#pragma once
+// The run configuration: INI files (configs/*.ini) and --section.key flags through
+// Boost.Program_options; flags override the file. Keys and meanings follow DESIGN.md.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ht {
+
+struct Config {
+  struct Run {
+    std::string dir = "runs/default";  ///< run directory (config.ini, metrics.jsonl, checkpoints/)
+    uint64_t seed = 42;                ///< the one seed for sampling, augmentation and initialisation
+    bool fresh = false;                ///< start over on a run directory that has checkpoints
+    bool allow_config_change = false;  ///< resume even if the model or global batch changed
+  } run;
+  struct Data {
+    std::string dir;                   ///< dataset directory (DESIGN.md schema)
+    bool synthetic = false;            ///< generated data instead of data.dir
+    int64_t synthetic_samples = 4096;  ///< train samples when synthetic (test: a quarter)
+    int synthetic_height = 32, synthetic_width = 32, synthetic_channels = 3, synthetic_classes = 10;
+    int crop_padding = 0;              ///< random crop with this zero padding (0 = off)
+    bool flip = false;                 ///< random horizontal flip
+    bool prefetch = true;              ///< read the next batch on a background thread
+    int64_t limit_train = 0;           ///< use only the first N train samples (0 = all)
+    int64_t limit_test = 0;            ///< use only the first N test samples (0 = all)
+  } data;
+  struct Model {
+    std::string name = "fmnist_cnn";   ///< fmnist_cnn, resnet18_cifar, resnet18, resnet50, mlp
+    int num_classes = 0;               ///< 0 = from the dataset
+    int mlp_hidden = 64;               ///< hidden width of the mlp model
+  } model;
+  struct Train {
+    std::string device = "auto";       ///< cpu, cuda, or auto (cuda when a GPU is visible)
+    int epochs = 1;
+    int64_t max_steps = 0;             ///< 0 = unlimited
+    int global_batch = 128;
+    int accumulation_steps = 1;
+    std::string precision = "fp32";    ///< fp32, tf32, bf16, fp16
+    float label_smoothing = 0.f;
+    int max_nonfinite_steps = 5;       ///< abort after this many skipped (non-finite) steps in a row
+    int log_every_steps = 50;
+    int eval_batch = 256;              ///< per-rank evaluation batch
+    bool eval = true;                  ///< evaluate on the test split after each epoch
+    bool deterministic = false;        ///< deterministic algorithms only (cuDNN)
+    int threads = 0;                   ///< compute threads per rank (0 = cores / local ranks)
+    int64_t fail_at_step = -1;         ///< test hook: throw at this step (with fail_rank)
+    int fail_rank = -1;
+    int64_t nan_at_step = -1;          ///< test hook: NaN into this rank's input at this step
+    int nan_rank = -1;
+  } train;
+  struct Optim {
+    float lr = 0.01f;
+    float momentum = 0.9f;
+    float weight_decay = 5e-4f;
+    bool nesterov = false;
+    bool wd_on_bias_bn = true;         ///< false: no weight decay on biases and batch-norm parameters
+    std::string schedule = "cosine";   ///< constant, step, cosine
+    int64_t warmup_steps = 0;          ///< linear warm-up from 0 over this many steps
+    int step_epochs = 30;              ///< step schedule: multiply by step_gamma every N epochs
+    float step_gamma = 0.1f;
+    float min_lr = 0.f;                ///< cosine floor
+  } optim;
+  struct Checkpoint {
+    int64_t every_steps = 0;           ///< 0 = off
+    double every_minutes = 0;          ///< 0 = off
+    int keep_last = 3;
+    int64_t keep_every = 0;            ///< also keep every checkpoint whose step is a multiple of N
+    double mtbf_minutes = 0;           ///< > 0: Young/Daly interval sqrt(2 C M) from the measured cost
+    bool async = true;                 ///< write on a background thread
+    std::string signals = "TERM,USR1"; ///< signals that checkpoint and stop with exit code 75
+    double test_write_delay_ms = 0;    ///< test hook: slow each write down
+  } checkpoint;
+  struct Dist {
+    double bucket_mb = 25;             ///< gradient bucket size in MB
+    bool allow_shared_gpu = false;     ///< two ranks on one GPU: gradients over MPI, not NCCL
+    double timeout_s = 300;            ///< NCCL init and collective time limit
+  } dist;
+  struct Trace {
+    bool enabled = false;              ///< Chrome trace (trace.json) of every rank's spans
+  } trace;
+  struct Cuda {
+    int workspace_mb = 256;            ///< cuDNN workspace cap per convolution
+  } cuda;
+};
+
+/// Parses --config FILE plus --section.key flags (flags win). Unknown keys in the file or on the
+/// command line throw UsageError naming the key, the file and the closest valid key. Values are
+/// validated (ranges, enums) with the same kind of message. `extra` receives arguments that are
+/// not config keys when non-null (e.g. --init-from); otherwise they are errors too.
+Config parse_config(const std::vector<std::string>& args, std::vector<std::string>* extra = nullptr);
+
+/// Parses INI text (as written by to_ini) into a Config; `origin` names it in errors.
+Config parse_config_text(const std::string& ini, const std::string& origin);
+
+/// The effective config as INI text, every key with its value, sections in a fixed order.
+std::string to_ini(const Config& c);
+
+/// All valid keys ("section.key").
+std::vector<std::string> config_keys();
+
+/// The closest valid key to `key` by edit distance (for "did you mean").
+std::string closest_key(const std::string& key);
+
+}  // namespace ht

@@ -1,0 +1,30 @@
+#pragma once
+// Error types and exit codes (DESIGN.md "Exit codes"). Code throws; the CLI maps the exception type
+// to the exit code and makes every rank exit with it.
+#include <stdexcept>
+#include <string>
+
+namespace ht {
+
+/// Exit codes shared by every subcommand.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRuntime = 1,    ///< runtime failure: names rank, step and cause
+  kExitUsage = 2,      ///< invalid usage, config, dataset or checkpoint: names file, field, value
+  kExitStopped = 75,   ///< EX_TEMPFAIL: stopped by a signal after saving a checkpoint; rerun to resume
+};
+
+/// Invalid usage, config, dataset or checkpoint (exit code 2). The message must name the file,
+/// the field and the offending value.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Failure while running (exit code 1): I/O, a library call, a non-finite loss beyond the limit.
+class RuntimeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace ht

@@ -1,0 +1,42 @@
+#pragma once
+// 2-D convolution, NCHW activations, KCRS filters, cross-correlation as in PyTorch/cuDNN.
+//   forward:  y[n,k,p,q] = b[k] + sum_{c,r,s} x[n,c,p*stride-pad+r,q*stride-pad+s] * w[k,c,r,s]
+//   backward: dx (data gradient, skipped when null), dw (filter gradient), db (bias gradient)
+// Shapes: x [N,C,H,W], w [K,C,R,S], b [K] (optional), y/dy [N,K,P,Q] with
+//   P = (H + 2*pad - R)/stride + 1, Q = (W + 2*pad - S)/stride + 1.
+// Parameter gradients dw/db are overwritten, or added to when accumulate is true (gradient
+// accumulation over micro-batches). Throws RuntimeError on shape/device/dtype mismatch.
+// CPU: oneDNN convolution primitives (src/ops/conv2d_cpu.cpp); CUDA: cuDNN (cuda/conv2d.cu).
+#include "src/ops/op.hpp"
+
+namespace ht {
+
+struct Conv2dShape {
+  int n = 0, c = 0, h = 0, w = 0;  ///< input
+  int k = 0, r = 0, s = 0;         ///< output channels, filter height, filter width
+  int stride = 1, pad = 0;
+  int p() const { return (h + 2 * pad - r) / stride + 1; }
+  int q() const { return (w + 2 * pad - s) / stride + 1; }
+};
+
+namespace cpu {
+void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
+}  // namespace cpu
+namespace cuda {
+void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
+}  // namespace cuda
+
+inline void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                           Tensor& y) {
+  HT_DISPATCH(x.device(), conv2d_forward, cache, sh, x, w, b, y);
+}
+inline void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w,
+                            const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+  HT_DISPATCH(x.device(), conv2d_backward, cache, sh, x, w, dy, dx, dw, db, accumulate);
+}
+
+}  // namespace ht

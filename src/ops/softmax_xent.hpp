@@ -1,0 +1,41 @@
+#pragma once
+// Softmax cross-entropy with optional label smoothing (Szegedy et al. 2016), PyTorch
+// F.cross_entropy(logits, labels, label_smoothing=eps) semantics, mean over the batch:
+//   target_k = (1-eps)*[k == label] + eps/K,  loss = mean_n( -sum_k target_k * log softmax(z_n)_k )
+//   dlogits[n,k] = scale * (softmax(z_n)_k - target_k) / N
+// logits [N,K] float32, labels [N] int32 in [0,K), probs [N,K] (saved softmax). `scale` folds in the
+// 1/accumulation_steps and any loss scale. Returns the mean loss (double, on the host) and, when
+// `correct` is not null, the number of rows whose arg-max equals the label (top-1).
+#include "src/core/hd.hpp"
+#include "src/ops/op.hpp"
+
+namespace ht {
+
+namespace cpu {
+double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+                            int64_t* correct);
+void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
+                           Tensor& dlogits);
+}  // namespace cpu
+namespace cuda {
+double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+                            int64_t* correct);
+void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
+                           Tensor& dlogits);
+}  // namespace cuda
+
+inline double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+                                   int64_t* correct) {
+  if (logits.device() == Device::cpu) return cpu::softmax_xent_forward(logits, labels, label_smoothing, probs, correct);
+#if defined(HT_HAVE_CUDA)
+  return cuda::softmax_xent_forward(logits, labels, label_smoothing, probs, correct);
+#else
+  throw RuntimeError("softmax_xent_forward: this hpctrain was built without CUDA");
+#endif
+}
+inline void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
+                                  Tensor& dlogits) {
+  HT_DISPATCH(probs.device(), softmax_xent_backward, probs, labels, label_smoothing, scale, dlogits);
+}
+
+}  // namespace ht
