@@ -1,11 +1,20 @@
-// hpctrain bench: placeholder until its issue lands; exits 1 so nothing mistakes it for success.
+// hpctrain bench allreduce|io|train: nccl-tests-style microbenchmarks. Each one warms up, times,
+// then checks correctness in a separate pass where that applies, and writes JSON under results/.
 #include <iostream>
 
 #include "src/cli/commands.hpp"
+#include "src/core/error.hpp"
 
 namespace ht {
-int cmd_bench(const Args&) {
-  std::cerr << "hpctrain bench: not implemented yet\n";
-  return 1;
+int cmd_bench(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: hpctrain bench allreduce|io|train [options]  (hpctrain bench <name> --help)\n";
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  Args rest(args.begin() + 1, args.end());
+  if (args[0] == "allreduce") return bench_allreduce(rest);
+  if (args[0] == "io") return bench_io(rest);
+  if (args[0] == "train") return bench_train(rest);
+  throw UsageError("hpctrain bench: unknown benchmark '" + args[0] + "' (allreduce, io, train)");
 }
 }  // namespace ht
