@@ -1,0 +1,45 @@
+#pragma once
+// Communicators: collective operations over all ranks on float32 data that lives on the
+// communicator's device. MpiCommunicator (mpi/mpi_communicator.cpp) works on host memory;
+// NcclCommunicator (mpi/nccl_communicator.cu, CUDA builds) on device memory, where "async" means
+// enqueued on a dedicated communication stream ordered after the compute stream's work so far.
+//
+// Element counts are the span's size (floats), never bytes.
+#include <memory>
+#include <span>
+#include <string>
+
+#include "src/core/tensor.hpp"
+
+namespace ht {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  /// "mpi" or "nccl".
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  /// Blocking in-place sum over ranks.
+  virtual void allreduce_sum(std::span<float> data) = 0;
+  /// Blocking in-place average over ranks (sum / world_size).
+  virtual void allreduce_average(std::span<float> data) = 0;
+  /// Blocking broadcast from `root` into every rank's `data`.
+  virtual void broadcast(std::span<float> data, int root) = 0;
+
+  /// Starts an in-place average of `data` that overlaps with what the caller does next (the rest of
+  /// backward). On the GPU it is ordered after all work already issued on the compute stream.
+  /// Calls are completed in the order they were started.
+  virtual void start_allreduce_average(std::span<float> data) = 0;
+  /// Waits until every started operation has completed (GPU: the compute stream waits on them).
+  /// Returns the milliseconds the caller was blocked.
+  virtual double wait_all() = 0;
+};
+
+/// Makes the communicator for a device: MPI on CPU, NCCL on CUDA (unless allow_mpi_on_gpu, used
+/// when two ranks share a GPU). Throws RuntimeError when the device has no communicator in this build.
+std::unique_ptr<Communicator> make_communicator(Device device, bool allow_mpi_on_gpu, double timeout_s);
+
+}  // namespace ht
