@@ -6,6 +6,7 @@ the same weights and compares.
 
 usage: torch_reference.py OUT.h5 MODEL   (MODEL: resnet18_cifar, resnet18, fmnist_cnn, mlp)
 """
+import os
 import sys
 
 import h5py
@@ -13,57 +14,18 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 
-
-def resnet18_cifar(num_classes):
-    """Our resnet18_cifar in PyTorch: torchvision ResNet-18 with a 3x3 stride-1 stem, no max pool."""
-    m = torchvision.models.resnet18(num_classes=num_classes)
-    m.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
-    m.maxpool = nn.Identity()
-    return m
-
-
-class FmnistCnn(nn.Module):
-    def __init__(self, c, h, w, k):
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, 32, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(32)
-        self.conv2 = nn.Conv2d(32, 64, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(64)
-        self.fc1 = nn.Linear(64 * (h // 4) * (w // 4), 128)
-        self.fc2 = nn.Linear(128, k)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
-        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
-        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
-
-
-class Mlp(nn.Module):
-    def __init__(self, d, hidden, k):
-        super().__init__()
-        self.fc1, self.fc2, self.fc3 = nn.Linear(d, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, k)
-
-    def forward(self, x):
-        x = torch.flatten(x, 1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import torch_models  # noqa: E402
 
 
 def main():
     out, name = sys.argv[1], sys.argv[2]
     torch.manual_seed(1234)
     k = 10
-    if name == "resnet18_cifar":
-        model, shape = resnet18_cifar(k), (4, 3, 32, 32)
-    elif name == "resnet18":
-        model, shape = torchvision.models.resnet18(num_classes=k), (2, 3, 64, 48)
-    elif name == "fmnist_cnn":
-        model, shape = FmnistCnn(1, 28, 28, k), (8, 1, 28, 28)
-    elif name == "mlp":
-        model, shape = Mlp(1 * 8 * 8, 32, k), (8, 1, 8, 8)
-    else:
-        raise SystemExit(f"unknown model {name}")
+    shape = {"resnet18_cifar": (4, 3, 32, 32), "resnet18": (2, 3, 64, 48), "fmnist_cnn": (8, 1, 28, 28),
+             "mlp": (8, 1, 8, 8)}[name]
+    model = torch_models.build(name, k, shape[1], shape[2], shape[3], mlp_hidden=32)
     # Non-trivial BatchNorm affine parameters and running statistics, so they are really compared.
     with torch.no_grad():
         for mod in model.modules():
