@@ -359,8 +359,11 @@ TrainSummary Trainer::run() {
       // Test hooks (train.fail_at_step, train.nan_at_step): a failing rank, a poisoned batch.
       if (prog_.step == cfg_.train.fail_at_step && rank_ == cfg_.train.fail_rank)
         throw RuntimeError("injected failure (train.fail_at_step) at step " + std::to_string(prog_.step));
-      if (prog_.step == cfg_.train.nan_at_step && rank_ == cfg_.train.nan_rank && batch.images.numel() > 0)
+      if (prog_.step == cfg_.train.nan_at_step && rank_ == cfg_.train.nan_rank && batch.images.numel() > 0 &&
+          !nan_injected_) {
         batch.images.data<float>()[0] = NAN;
+        nan_injected_ = true;  // once: a skipped step does not advance the step counter
+      }
       nlohmann::json rec = {{"event", "step"}, {"step", prog_.step + 1}, {"epoch", epoch + 1}};
       const float lr = learning_rate(cfg_.optim, prog_.step, total_steps_, steps_per_epoch_);
       const bool applied = train_step(batch, rec);

@@ -85,6 +85,7 @@ class Trainer {
   TrainProgress prog_;
   TrainSummary summary_;
   Tensor x_dev_, y_dev_, probs_, dlogits_, buffers_backup_;
+  bool nan_injected_ = false;
 };
 
 }  // namespace ht

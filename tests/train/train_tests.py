@@ -32,10 +32,13 @@ def metrics(run_dir, event):
 
 
 def base(run_dir, *extra):
-    return ["--data.synthetic", "true", "--data.synthetic_samples", "2048", "--data.synthetic_height", "8",
-            "--data.synthetic_width", "8", "--data.synthetic_channels", "1", "--model.name", "mlp",
-            "--model.mlp_hidden", "32", "--run.dir", run_dir, "--run.seed", "7", "--train.device", "cpu",
-            "--train.threads", "1", "--train.log_every_steps", "10"] + list(extra)
+    """Flags for a small synthetic run; later flags in `extra` replace the defaults."""
+    opts = {"--data.synthetic": "true", "--data.synthetic_samples": "2048", "--data.synthetic_height": "8",
+            "--data.synthetic_width": "8", "--data.synthetic_channels": "1", "--model.name": "mlp",
+            "--model.mlp_hidden": "32", "--run.dir": run_dir, "--run.seed": "7", "--train.device": "cpu",
+            "--train.threads": "1", "--train.log_every_steps": "10"}
+    opts.update(zip(extra[::2], extra[1::2]))
+    return [t for kv in opts.items() for t in kv]
 
 
 def dp_exactness(tmp):
