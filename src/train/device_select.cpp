@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
 #include "src/core/error.hpp"
 
@@ -44,6 +45,9 @@ Device select_device(const std::string& requested, int local_rank) {
       throw UsageError("train.device = cuda: " + why + ". Run 'hpctrain doctor' for a full diagnosis, or use --train.device cpu");
     }
   }
+#if defined(HT_HAVE_CUDA)
+  if (d == Device::cuda) cuda::init(local_rank % std::max(1, visible_gpus(nullptr)));
+#endif
   if (dist().rank == 0)
     std::cout << "hpctrain: train.device = " << requested << " -> " << device_name(d)
               << (d == Device::cpu && requested == "auto" ? " (" + why + ")" : std::string()) << "\n";
