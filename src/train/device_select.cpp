@@ -46,7 +46,7 @@ Device select_device(const std::string& requested, int local_rank) {
     }
   }
 #if defined(HT_HAVE_CUDA)
-  if (d == Device::cuda) cuda::init(local_rank % std::max(1, visible_gpus(nullptr)));
+  if (d == Device::cuda) cuda::init(local_rank);  // rank binds GPU local_rank among the visible ones
 #endif
   if (dist().rank == 0)
     std::cout << "hpctrain: train.device = " << requested << " -> " << device_name(d)
