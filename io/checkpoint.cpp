@@ -22,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "io/dataset.hpp"
 #include "src/core/error.hpp"
 
 namespace fs = std::filesystem;
@@ -34,20 +35,46 @@ constexpr int kVersion = 1;
 constexpr size_t kChunkBytes = size_t(1) << 20;  // ~1 MiB chunks: one checksum each, fits the chunk cache
 const char* const kReserved[] = {"meta", "ints", "floats", "strings"};
 
-// HDF5 prints its error stack to stderr by default; we turn failures into our own messages, so the
-// automatic printing is switched off while our calls run (per thread in a thread-safe build).
-class QuietH5 {
+// Every HDF5 call in the process runs under hdf5_mutex() (io/dataset.hpp: the team's rule, so the
+// dataset prefetch thread and the checkpoint writer thread never call HDF5 at once). HDF5 prints its
+// error stack to stderr by default; we turn failures into our own messages, so the automatic
+// printing is switched off while a section runs. The checkpoint writer releases the lock while it
+// computes checksums (t_h5_lock), so prefetch is blocked only for HDF5's own memory copies.
+thread_local std::unique_lock<std::recursive_mutex>* t_h5_lock = nullptr;
+
+class H5Section {
  public:
-  QuietH5() {
+  H5Section() : lock_(hdf5_mutex()), prev_(t_h5_lock) {
+    t_h5_lock = &lock_;
     H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   }
-  ~QuietH5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+  ~H5Section() {
+    if (!lock_.owns_lock()) lock_.lock();
+    H5Eset_auto2(H5E_DEFAULT, func_, data_);
+    t_h5_lock = prev_;
+  }
+  H5Section(const H5Section&) = delete;
+  H5Section& operator=(const H5Section&) = delete;
 
  private:
+  std::unique_lock<std::recursive_mutex> lock_;
+  std::unique_lock<std::recursive_mutex>* prev_;
   H5E_auto2_t func_ = nullptr;
   void* data_ = nullptr;
 };
+
+// Runs f() without the HDF5 lock (f must not call HDF5).
+template <class F> auto without_h5_lock(F&& f) {
+  struct Relock {
+    std::unique_lock<std::recursive_mutex>* l;
+    ~Relock() {
+      if (l) l->lock();
+    }
+  } relock{t_h5_lock && t_h5_lock->owns_lock() ? t_h5_lock : nullptr};
+  if (relock.l) relock.l->unlock();
+  return f();
+}
 
 // The innermost HDF5 error of the current stack, shortened to the system error when there is one
 // ("error message = 'No space left on device'").
@@ -127,6 +154,16 @@ void check_name(const std::string& name, bool tensor) {
 
 }  // namespace
 
+// Rows of dimension 0 per chunk: about kChunkBytes per chunk, spread evenly so the padded edge chunk
+// (HDF5 stores edge chunks whole) wastes less than one row per chunk.
+static hsize_t chunk_rows(hsize_t rows, size_t row_bytes) {
+  if (rows == 0) return 1;
+  size_t total = static_cast<size_t>(rows) * std::max<size_t>(row_bytes, 1);
+  hsize_t nchunks = (total + kChunkBytes - 1) / kChunkBytes;
+  nchunks = std::clamp<hsize_t>(nchunks, 1, rows);
+  return (rows + nchunks - 1) / nchunks;
+}
+
 // HDF5's Fletcher-32 (H5checksum.c, H5_checksum_fletcher32) over big-endian 16-bit words w_0..w_{n-1}
 // (an odd last byte counts as its high byte). HDF5 folds its two 32-bit sums with end-around carry,
 // which keeps them congruent modulo 65535 and positive once any word is non-zero; so its result is
@@ -197,7 +234,7 @@ void write_dataset(hid_t loc, const std::string& name, hid_t memtype, hid_t file
   std::vector<hsize_t> maxdims = dims, chunk = dims;
   size_t row_bytes = elem_size;
   for (size_t i = 1; i < dims.size(); ++i) row_bytes *= std::max<hsize_t>(dims[i], 1);
-  chunk[0] = std::clamp<hsize_t>(kChunkBytes / std::max<size_t>(row_bytes, 1), 1, std::max<hsize_t>(dims[0], 1));
+  chunk[0] = chunk_rows(dims[0], row_bytes);
   for (size_t i = 0; i < dims.size(); ++i) {
     if (chunk[i] == 0) chunk[i] = 1;
     if (dims[i] == 0) maxdims[i] = H5S_UNLIMITED;  // a chunk may not exceed a fixed zero extent
@@ -225,9 +262,11 @@ void write_dataset(hid_t loc, const std::string& name, hid_t memtype, hid_t file
       if (bytes < chunk_bytes) {  // edge chunk: padded with the fill value (0) and checksummed whole
         std::memcpy(buf.data(), src + static_cast<size_t>(r0) * row_elems * elem_size, bytes);
         std::memset(buf.data() + bytes, 0, chunk_bytes - bytes);
-        ck = fletcher32_copy(nullptr, buf.data(), chunk_bytes);
+        ck = without_h5_lock([&] { return fletcher32_copy(nullptr, buf.data(), chunk_bytes); });
       } else {
-        ck = fletcher32_copy(buf.data(), src + static_cast<size_t>(r0) * row_elems * elem_size, chunk_bytes);
+        ck = without_h5_lock([&] {
+          return fletcher32_copy(buf.data(), src + static_cast<size_t>(r0) * row_elems * elem_size, chunk_bytes);
+        });
       }
       for (int i = 0; i < 4; ++i) buf[chunk_bytes + static_cast<size_t>(i)] = static_cast<unsigned char>(ck >> (8 * i));
       offset[0] = r0;
@@ -477,12 +516,19 @@ int64_t checkpoint_step_from_name(const std::string& filename) {
 
 size_t checkpoint_expected_bytes(const CheckpointData& d) {
   size_t datasets = d.tensors.size() + d.ints.size() + d.floats.size() + d.strings.size() + 1;
-  size_t chunks = 0, text = 0;
-  for (auto& [n, t] : d.tensors) chunks += static_cast<size_t>(t.numel()) * 4 / kChunkBytes + 1;
+  size_t chunks = 0, text = 0, padding = 0;
+  for (auto& [name, t] : d.tensors) {
+    hsize_t rows = t.ndim() ? static_cast<hsize_t>(t.dim(0)) : 1;
+    size_t row_bytes = rows ? static_cast<size_t>(t.numel()) * 4 / rows : 0;
+    hsize_t cr = chunk_rows(rows, row_bytes);
+    hsize_t n = rows ? (rows + cr - 1) / cr : 0;
+    chunks += n + 1;
+    padding += static_cast<size_t>(n * cr - rows) * row_bytes + 4 * n;  // padded edge chunk, checksums
+  }
   for (auto& [k, s] : d.strings) text += s.size();
   for (auto& [n, t] : d.tensors) text += n.size() + 1;
   // Object headers, chunk indexes and checksums: measured about 1 KiB per dataset; 2 KiB keeps a margin.
-  return d.payload_bytes() + text + datasets * 2048 + chunks * 64 + 65536;
+  return d.payload_bytes() + padding + text + datasets * 2048 + chunks * 64 + 65536;
 }
 
 void check_free_space(const std::string& dir, size_t bytes_needed) {
@@ -590,6 +636,7 @@ Image build_image(const CheckpointData& d) {
   for (auto& [k, v] : d.strings) check_name(k, false);
 
   ImageCapture cap;  // outlives the file handles below: their destructors may release the buffer
+  H5Section section;  // HDF5 lock and quiet errors until the in-memory file is closed
   Image img;
   {
     Hid fapl(h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
@@ -671,7 +718,6 @@ void write_all_fsync(const std::string& path, const char* data, size_t size, dou
 }  // namespace
 
 void write_checkpoint_file(const std::string& path, const CheckpointData& d, double delay_ms) {
-  QuietH5 quiet;
   size_t need = checkpoint_expected_bytes(d);
   try {
     Image image = build_image(d);
@@ -684,7 +730,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointData& d, dou
 }
 
 CheckpointData read_checkpoint_file(const std::string& path) {
-  QuietH5 quiet;
+  H5Section section;
   try {
     return read_file_impl(path);
   } catch (const H5Fail& e) {
@@ -695,7 +741,7 @@ CheckpointData read_checkpoint_file(const std::string& path) {
 }
 
 bool is_checkpoint_file(const std::string& path) {
-  QuietH5 quiet;
+  H5Section section;
   try {
     if (H5Fis_hdf5(path.c_str()) <= 0) return false;
     Hid f = open_file(path);
@@ -726,7 +772,6 @@ CheckpointWriteResult write_checkpoint(const std::string& run_dir, int64_t step,
   }
   std::string tmp = r.path + ".tmp." + std::to_string(::getpid());
   {
-    QuietH5 quiet;
     try {
       Image image = build_image(d);
       need = image.size;

@@ -382,3 +382,20 @@ TEST_CASE("fast fletcher32 equals HDF5's loop", "[checkpoint]") {
     }
   }
 }
+
+TEST_CASE("expected size bounds the file; edge-chunk padding stays small", "[checkpoint]") {
+  auto dir = fresh_dir("size");
+  CheckpointData d;
+  d.ints["step"] = 1;
+  d.tensors.emplace_back("param/a", filled({512, 512, 3, 1}, 1.f));  // 3 MiB: 4 even chunks
+  d.tensors.emplace_back("param/b", filled({513, 700}, 2.f));        // 1.4 MiB, 513 rows
+  d.tensors.emplace_back("param/c", filled({7}, 3.f));
+  auto path = (dir / "s.h5").string();
+  write_checkpoint_file(path, d);
+  size_t file = fs::file_size(path);
+  INFO("payload " << d.payload_bytes() << " file " << file << " expected " << checkpoint_expected_bytes(d));
+  REQUIRE(file <= checkpoint_expected_bytes(d));
+  REQUIRE(file < d.payload_bytes() * 101 / 100 + 16384);
+  require_equal(d, read_checkpoint_file(path));
+  fs::remove_all(dir);
+}
