@@ -735,7 +735,7 @@ int cmd_doctor(const Args& args) {
     problems = analyse(reps, o, &plan);
     bool shared = false;
     for (const auto& is : plan.issues) shared |= is.kind != BindingIssue::Kind::kNoGpu;
-    bool real_gpus = std::getenv("HT_DOCTOR_FAKE_GPU_UUIDS") == nullptr;
+    bool real_gpus = std::getenv("HT_DOCTOR_FAKE_GPU_UUIDS") == nullptr && std::getenv("HT_LIBCUDA") == nullptr;
     run_nccl = real_gpus && !shared &&
                std::all_of(plan.device.begin(), plan.device.end(), [](int x) { return x >= 0; }) &&
                reps[0]["nccl"]["built"].get<long>() > 0;
