@@ -10,6 +10,9 @@ namespace ht {
 HT_HD float relu_fwd(float x) { return x > 0.f ? x : 0.f; }
 /// ReLU gradient from the output (y > 0 exactly where x > 0).
 HT_HD float relu_bwd(float y, float dy) { return y > 0.f ? dy : 0.f; }
+/// True for NaN and +-Inf. Written as a comparison (NaN compares false) so that it needs no
+/// <cmath> overloads on the device; valid without -ffast-math, which this project does not use.
+HT_HD bool is_nonfinite(float x) { return !(x <= 3.402823466e38f && x >= -3.402823466e38f); }
 
 namespace cpu {
 void relu_forward(const Tensor& x, Tensor& y);

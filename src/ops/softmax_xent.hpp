@@ -11,6 +11,19 @@
 
 namespace ht {
 
+/// Smoothed target probability of class k in a row whose label is `label`, K classes:
+/// (1-eps)*[k == label] + eps/K (PyTorch label_smoothing).
+HT_HD float xent_target(int k, int label, float eps, int K) {
+  return (k == label ? 1.f - eps : 0.f) + eps / static_cast<float>(K);
+}
+/// Loss of one row from its log-sum-exp, the label's logit and the sum of its logits:
+/// -sum_k target_k * (z_k - lse) = lse - (1-eps)*z_label - (eps/K)*sum_k z_k (the targets sum to 1).
+HT_HD double xent_row_loss(double lse, double z_label, double sum_z, float eps, int K) {
+  return lse - (1.0 - static_cast<double>(eps)) * z_label - static_cast<double>(eps) / K * sum_z;
+}
+/// dlogits element: scale_over_n * (softmax_k - target_k), scale_over_n = scale / N.
+HT_HD float xent_grad(float prob, float target, float scale_over_n) { return scale_over_n * (prob - target); }
+
 namespace cpu {
 double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
                             int64_t* correct);

@@ -1,0 +1,21 @@
+#pragma once
+// Factory for the NCCL communicator (mpi/nccl_communicator.cu, CUDA builds only). Declared here so
+// make_communicator (mpi/communicator.cpp) can call it without including CUDA headers.
+#include <memory>
+
+#include "mpi/communicator.hpp"
+
+namespace ht {
+
+#if defined(HT_HAVE_CUDA)
+/// Creates the NCCL communicator over all ranks of MPI_COMM_WORLD (device() == Device::cuda). The
+/// calling thread's current CUDA device must already be this rank's GPU (device binding happens
+/// first). Rank 0 makes the ncclUniqueId and broadcasts it over MPI; collective: every rank calls it.
+/// `timeout_s` (> 0; 0 = no limit) bounds initialisation and every collective: on expiry the
+/// communicator is aborted (ncclCommAbort) and RuntimeError names the rank, the operation, the NCCL_*
+/// settings in effect and suggests rerunning with NCCL_DEBUG=INFO.
+/// Data spans passed to its operations are device pointers (float32 element counts).
+std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s);
+#endif
+
+}  // namespace ht

@@ -1,0 +1,151 @@
+// CPU pooling. Max pool: oneDNN 2.6 pooling_forward (forward_training, so it emits the arg-max
+// workspace) and pooling_backward, built once per shape in the caller's OpCache; tensors are plain
+// NCHW and wrapped without copies. Global average pool: own loops (one reduction per plane).
+#include <string>
+
+#include "src/ops/dnnl_util.hpp"
+#include "src/ops/pool.hpp"
+
+namespace ht::cpu {
+namespace {
+
+namespace du = ht::dnnl_util;
+
+bool same_pool(const PoolShape& a, const PoolShape& b) {
+  return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w && a.kernel == b.kernel && a.stride == b.stride &&
+         a.pad == b.pad;
+}
+
+/// Primitives and the arg-max workspace of one max-pool layer. The workspace written by forward is
+/// consumed by backward; ws_src records which input it belongs to.
+struct MaxPoolCache : OpCache {
+  bool built = false;
+  PoolShape key;
+  dnnl::memory::desc x_md, y_md;
+  dnnl::pooling_forward::primitive_desc fwd_pd;
+  dnnl::pooling_forward fwd;
+  dnnl::pooling_backward::primitive_desc bwd_pd;
+  dnnl::pooling_backward bwd;
+  dnnl::memory ws;
+  const void* ws_src = nullptr;  // x.raw() of the forward that filled ws; null when ws is stale
+  Tensor y_scratch;              // output of the recomputed forward when backward finds ws stale
+};
+
+void check_pool_shape(const PoolShape& sh, const char* op) {
+  op_check(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0, op, "empty input");
+  op_check(sh.kernel > 0 && sh.stride > 0 && sh.pad >= 0 && 2 * sh.pad <= sh.kernel, op,
+           "kernel " + std::to_string(sh.kernel) + ", stride " + std::to_string(sh.stride) + ", pad " +
+               std::to_string(sh.pad) + " (need pad <= kernel/2)");
+  op_check(sh.p() > 0 && sh.q() > 0, op,
+           "kernel " + std::to_string(sh.kernel) + " does not fit input " + std::to_string(sh.h) + "x" +
+               std::to_string(sh.w));
+}
+
+MaxPoolCache& maxpool_cache(OpCachePtr& slot, const PoolShape& sh) {
+  auto& c = cache_as<MaxPoolCache>(slot);
+  if (c.built && same_pool(c.key, sh)) return c;
+  c = MaxPoolCache{};
+  const dnnl::memory::dims x_dims{sh.n, sh.c, sh.h, sh.w}, y_dims{sh.n, sh.c, sh.p(), sh.q()};
+  c.x_md = du::f32_desc(x_dims, du::tag::nchw);
+  c.y_md = du::f32_desc(y_dims, du::tag::nchw);
+  const dnnl::memory::dims strides{sh.stride, sh.stride}, kernel{sh.kernel, sh.kernel};
+  // oneDNN checks (H - K + pad_l + pad_r)/S + 1 == P with floor division, PyTorch's formula, so the
+  // right padding equals the left one; windows never read the padding as a value (it is -inf).
+  const dnnl::memory::dims pad_l{sh.pad, sh.pad}, pad_r{sh.pad, sh.pad};
+  const auto attr = du::scratchpad_attr();
+  dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::pooling_max, c.x_md, c.y_md,
+                                 strides, kernel, pad_l, pad_r);
+  c.fwd_pd = dnnl::pooling_forward::primitive_desc(fd, attr, du::engine());
+  c.fwd = dnnl::pooling_forward(c.fwd_pd);
+  dnnl::pooling_backward::desc bd(dnnl::algorithm::pooling_max, c.x_md, c.y_md, strides, kernel, pad_l, pad_r);
+  c.bwd_pd = dnnl::pooling_backward::primitive_desc(bd, attr, du::engine(), c.fwd_pd);
+  c.bwd = dnnl::pooling_backward(c.bwd_pd);
+  c.ws = dnnl::memory(c.fwd_pd.workspace_desc(), du::engine());
+  c.key = sh;
+  c.built = true;
+  return c;
+}
+
+void run_forward(MaxPoolCache& c, const Tensor& x, Tensor& y) {
+  du::execute(c.fwd, {{DNNL_ARG_SRC, du::wrap(c.x_md, x)},
+                      {DNNL_ARG_DST, du::wrap(c.y_md, y)},
+                      {DNNL_ARG_WORKSPACE, c.ws},
+                      {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.fwd_pd.scratchpad_desc())}});
+  c.ws_src = x.raw();
+}
+
+}  // namespace
+
+void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
+  const char* op = "maxpool2d_forward";
+  check_pool_shape(sh, op);
+  du::check_cpu_f32(x, op, "x", {sh.n, sh.c, sh.h, sh.w});
+  du::check_cpu_f32(y, op, "y", {sh.n, sh.c, sh.p(), sh.q()});
+  auto& c = maxpool_cache(cache, sh);
+  run_forward(c, x, y);
+}
+
+void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        Tensor& dx) {
+  const char* op = "maxpool2d_backward";
+  check_pool_shape(sh, op);
+  du::check_cpu_f32(x, op, "x", {sh.n, sh.c, sh.h, sh.w});
+  du::check_cpu_f32(dy, op, "dy", {sh.n, sh.c, sh.p(), sh.q()});
+  du::check_cpu_f32(dx, op, "dx", {sh.n, sh.c, sh.h, sh.w});
+  auto& c = maxpool_cache(cache, sh);
+  if (c.ws_src != x.raw()) {
+    // The workspace is not from this input (new shape, or no forward through this cache): redo the
+    // forward to regenerate the arg-max indices rather than route gradients wrongly.
+    c.y_scratch.ensure({sh.n, sh.c, sh.p(), sh.q()}, DType::f32, Device::cpu);
+    run_forward(c, x, c.y_scratch);
+  }
+  du::execute(c.bwd, {{DNNL_ARG_DIFF_DST, du::wrap(c.y_md, dy)},
+                      {DNNL_ARG_DIFF_SRC, du::wrap(c.x_md, dx)},
+                      {DNNL_ARG_WORKSPACE, c.ws},
+                      {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.bwd_pd.scratchpad_desc())}});
+}
+
+// ---- global average pool (own code) -----------------------------------------------------------
+
+void global_avgpool_forward(OpCachePtr& /*cache*/, const Tensor& x, Tensor& y) {
+  const char* op = "global_avgpool_forward";
+  op_check(x.defined() && x.ndim() == 4, op, "x must be [N,C,H,W], got " + x.shape_str());
+  const int64_t nc = x.dim(0) * x.dim(1), hw = x.dim(2) * x.dim(3);
+  op_check(hw > 0, op, "empty spatial extent " + x.shape_str());
+  du::check_cpu_f32(x, op, "x", x.shape());
+  op_check(y.defined() && y.numel() == nc, op, "y " + y.shape_str() + " must hold N*C = " + std::to_string(nc));
+  du::check_cpu_f32(y, op, "y", y.shape());
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const float inv = 1.0f / static_cast<float>(hw);
+#pragma omp parallel for if (nc * hw >= (1 << 15)) schedule(static)
+  for (int64_t i = 0; i < nc; ++i) {
+    const float* plane = xp + i * hw;
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < hw; ++j) s += plane[j];
+    yp[i] = s * inv;
+  }
+}
+
+void global_avgpool_backward(OpCachePtr& /*cache*/, const Tensor& dy, Tensor& dx) {
+  const char* op = "global_avgpool_backward";
+  op_check(dx.defined() && dx.ndim() == 4, op, "dx must be [N,C,H,W], got " + dx.shape_str());
+  const int64_t nc = dx.dim(0) * dx.dim(1), hw = dx.dim(2) * dx.dim(3);
+  op_check(hw > 0, op, "empty spatial extent " + dx.shape_str());
+  du::check_cpu_f32(dx, op, "dx", dx.shape());
+  op_check(dy.defined() && dy.numel() == nc, op, "dy " + dy.shape_str() + " must hold N*C = " + std::to_string(nc));
+  du::check_cpu_f32(dy, op, "dy", dy.shape());
+  const float* dyp = dy.data<float>();
+  float* dxp = dx.data<float>();
+  const float inv = 1.0f / static_cast<float>(hw);
+#pragma omp parallel for if (nc * hw >= (1 << 15)) schedule(static)
+  for (int64_t i = 0; i < nc; ++i) {
+    const float g = dyp[i] * inv;
+    float* plane = dxp + i * hw;
+#pragma omp simd
+    for (int64_t j = 0; j < hw; ++j) plane[j] = g;
+  }
+}
+
+}  // namespace ht::cpu
