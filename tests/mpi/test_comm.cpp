@@ -92,7 +92,7 @@ TEST_CASE("comm: several started averages complete in order with exact values", 
 TEST_CASE("comm: a started average overlaps with the caller's work", "[comm]") {
   MpiCommunicator comm;
   const int r = comm.rank(), n = comm.world_size();
-  const size_t count = size_t{4} << 20;  // 16 MiB
+  const size_t count = size_t{2} << 20;  // 8 MiB
   // How long the same average takes when blocking, to size the "work" well beyond it.
   auto ref = pattern(count, r);
   MPI_Barrier(MPI_COMM_WORLD);
