@@ -1,11 +1,245 @@
-// hpctrain bench io: placeholder until its issue lands; exits 1 so nothing mistakes it for success.
-#include <iostream>
+// hpctrain bench io [--data DIR] [--split train] [--batch B] [--epochs E] [--out FILE]
+// Reader throughput on a prepared dataset, per world_size (run it under mpirun with 1, 2, ... ranks;
+// each run replaces its own world_size entry in the JSON file). Every figure is aggregated over ranks:
+// images / (slowest rank's seconds). Measured passes, all over this rank's share of one epoch:
+//   raw_sequential   pread() of this rank's 1/W of the shard files' bytes in 1 MiB blocks (the
+//                    ceiling: no HDF5, no decoding); warm page cache (a warm-up pass runs first)
+//   read_sequential  Dataset::read of contiguous index ranges (eval order), batches of B/W
+//   read_shuffled    Dataset::read of the train sampling rule's batches (random indices)
+//   loader           DataLoader train mode: read + normalise to f32 NCHW, prefetch thread on
+//   loader_augment   the same with crop padding 2 and flip
+// MB/s counts uint8 image bytes (H*W*C per image) for every pass.
+#include <fcntl.h>
+#include <hdf5.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "io/dataset.hpp"
+#include "io/sampler.hpp"
+#include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
+#include "src/core/error.hpp"
+
+namespace fs = std::filesystem;
 
 namespace ht {
-int bench_io(const Args&) {
-  std::cerr << "hpctrain bench io: not implemented yet\n";
-  return 1;
+
+namespace {
+
+const char* kUsage =
+    "usage: [mpirun -np N] hpctrain bench io [--data DIR] [--split train|test] [--batch B] [--epochs E]\n"
+    "                                         [--out FILE]\n"
+    "  --data DIR   prepared dataset (default data/fashion-mnist; see scripts/quickstart.sh)\n"
+    "  --batch B    global batch (default 256); --epochs E passes per measurement (default 2)\n"
+    "  --out FILE   JSON results, this world_size's entry replaced (default results/cpu/bench_io.json)\n";
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+struct Measure {
+  double seconds = 0, images = 0, bytes = 0;
+};
+
+// Runs f on every rank between barriers; aggregates images/bytes (sum) and time (max).
+template <class F> Measure timed(F&& f) {
+  MPI_Barrier(dist().world);
+  double t0 = now_s();
+  auto [img, bytes] = f();
+  double dt = now_s() - t0;
+  Measure m;
+  m.seconds = static_cast<double>(dist_max(static_cast<long long>(dt * 1e6))) * 1e-6;
+  m.images = dist_sum(img);
+  m.bytes = dist_sum(bytes);
+  return m;
+}
+
+nlohmann::json to_json(const Measure& m) {
+  return {{"seconds", m.seconds},
+          {"images", m.images},
+          {"images_per_s", m.images / std::max(m.seconds, 1e-9)},
+          {"MB_per_s", m.bytes / 1e6 / std::max(m.seconds, 1e-9)}};
+}
+
+}  // namespace
+
+int bench_io(const Args& args) {
+  std::string dir = "data/fashion-mnist", split = "train", out = "results/cpu/bench_io.json";
+  int64_t batch = 256;
+  int epochs = 2;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return kExitOk;
+    }
+    if (i + 1 >= args.size()) throw UsageError("hpctrain bench io: " + a + " needs a value\n" + kUsage);
+    std::string v = args[++i];
+    try {
+      if (a == "--data") dir = v;
+      else if (a == "--split") split = v;
+      else if (a == "--out") out = v;
+      else if (a == "--batch") batch = std::stoll(v);
+      else if (a == "--epochs") epochs = std::stoi(v);
+      else throw UsageError("hpctrain bench io: unknown option '" + a + "'\n" + kUsage);
+    } catch (const std::invalid_argument&) {
+      throw UsageError("hpctrain bench io: " + a + " '" + v + "' is not a number");
+    }
+  }
+  const int W = dist().world_size, R = dist().rank;
+  if (batch < W || batch % W) throw UsageError("hpctrain bench io: --batch " + std::to_string(batch) + " must be a multiple of " + std::to_string(W));
+  auto ds = open_sharded_dataset(dir, split);
+  const DatasetInfo& info = ds->info();
+  const int64_t N = info.num_samples;
+  const double sample = static_cast<double>(info.height) * info.width * info.channels;
+  const int64_t local = batch / W;
+
+  // Raw: this rank's byte range of the concatenated shard files.
+  std::vector<std::string> files;
+  std::regex re(split + R"(-\d{5}-of-\d{5}\.h5)");
+  for (auto& e : fs::directory_iterator(dir))
+    if (std::regex_match(e.path().filename().string(), re)) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (auto& f : files) total += static_cast<int64_t>(sizes.emplace_back(static_cast<int64_t>(fs::file_size(f))));
+  auto raw_pass = [&]() -> std::pair<double, double> {
+    int64_t b = total * R / W, e = total * (R + 1) / W, pos = 0, got = 0;
+    std::vector<char> buf(1 << 20);
+    for (size_t k = 0; k < files.size(); ++k) {
+      int64_t fb = std::max(b, pos), fe = std::min(e, pos + sizes[k]);
+      if (fb < fe) {
+        int fd = ::open(files[k].c_str(), O_RDONLY);
+        if (fd < 0) throw RuntimeError(files[k] + ": cannot open");
+        for (int64_t o = fb - pos; o < fe - pos;) {
+          ssize_t r = ::pread(fd, buf.data(), static_cast<size_t>(std::min<int64_t>(buf.size(), fe - pos - o)), o);
+          if (r <= 0) break;
+          o += r;
+          got += r;
+        }
+        ::close(fd);
+      }
+      pos += sizes[k];
+    }
+    return {static_cast<double>(got) / sample, static_cast<double>(got)};
+  };
+  raw_pass();  // warm the page cache
+  Measure raw = timed([&] {
+    std::pair<double, double> s{0, 0};
+    for (int e = 0; e < epochs; ++e) {
+      auto r = raw_pass();
+      s.first += r.first;
+      s.second += r.second;
+    }
+    return s;
+  });
+
+  std::vector<uint8_t> img(static_cast<size_t>(local * sample));
+  std::vector<int32_t> lab(static_cast<size_t>(local));
+  Measure seq = timed([&] {
+    auto [b, e] = eval_range(N, R, W);
+    double n = 0;
+    std::vector<int64_t> idx;
+    for (int ep = 0; ep < epochs; ++ep)
+      for (int64_t s = b; s < e; s += local) {
+        idx.clear();
+        for (int64_t i = s; i < std::min(e, s + local); ++i) idx.push_back(i);
+        ds->read(idx, std::span<uint8_t>(img.data(), idx.size() * static_cast<size_t>(sample)), std::span<int32_t>(lab.data(), idx.size()));
+        n += static_cast<double>(idx.size());
+      }
+    return std::pair<double, double>{n, n * sample};
+  });
+  Measure shuf = timed([&] {
+    double n = 0;
+    for (int ep = 0; ep < epochs; ++ep) {
+      auto perm = epoch_permutation(N, 42, ep);
+      for (int64_t s = 0; s < N / batch; ++s) {
+        auto [b, e] = train_positions(s, batch, R, W);
+        ds->read(std::span<const int64_t>(perm.data() + b, static_cast<size_t>(e - b)), img, lab);
+        n += static_cast<double>(e - b);
+      }
+    }
+    return std::pair<double, double>{n, n * sample};
+  });
+  auto loader_pass = [&](int pad, bool flip) {
+    return timed([&] {
+      LoaderOptions o;
+      o.global_batch = batch;
+      o.rank = R;
+      o.world_size = W;
+      o.crop_padding = pad;
+      o.flip = flip;
+      DataLoader dl(ds, o);
+      double n = 0;
+      Batch bt;
+      for (int ep = 0; ep < epochs; ++ep) {
+        dl.start_epoch(ep);
+        while (dl.next(bt)) n += static_cast<double>(bt.labels.numel());
+      }
+      return std::pair<double, double>{n, n * sample};
+    });
+  };
+  Measure loader = loader_pass(0, false);
+  Measure loader_aug = loader_pass(2, true);
+
+  if (R == 0) {
+    unsigned maj = 0, min = 0, rel = 0;
+    H5get_libversion(&maj, &min, &rel);
+    nlohmann::json run = {
+        {"world_size", W},
+        {"hosts", dist().hosts},
+        {"data", dir},
+        {"split", split},
+        {"source", info.source},
+        {"num_samples", N},
+        {"image_bytes", sample},
+        {"global_batch", batch},
+        {"epochs_per_measurement", epochs},
+        {"hdf5", std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel)},
+        {"cores", static_cast<int>(std::thread::hardware_concurrency())},
+        {"page_cache", "warm"},
+        {"raw_sequential", to_json(raw)},
+        {"read_sequential", to_json(seq)},
+        {"read_shuffled", to_json(shuf)},
+        {"loader", to_json(loader)},
+        {"loader_augment", to_json(loader_aug)},
+    };
+    nlohmann::json doc = {{"benchmark", "io"}, {"runs", nlohmann::json::array()}};
+    if (fs::exists(out)) {
+      try {
+        std::ifstream in(out);
+        doc = nlohmann::json::parse(in);
+      } catch (...) {
+      }
+    }
+    auto& runs = doc["runs"];
+    nlohmann::json kept = nlohmann::json::array();
+    for (auto& r : runs)
+      if (!(r.value("world_size", -1) == W && r.value("global_batch", -1) == batch && r.value("data", "") == dir)) kept.push_back(r);
+    kept.push_back(run);
+    std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.value("world_size", 0) < b.value("world_size", 0); });
+    doc["runs"] = kept;
+    doc["command"] = "mpirun -np N hpctrain bench io --data " + dir + " --batch " + std::to_string(batch);
+    if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
+    std::ofstream(out) << doc.dump(2) << "\n";
+    std::printf("bench io: %s, %lld samples of %.0f bytes, world_size %d, global batch %lld\n", dir.c_str(),
+                static_cast<long long>(N), sample, W, static_cast<long long>(batch));
+    std::printf("  %-16s %12s %10s\n", "pass", "images/s", "MB/s");
+    for (auto [name, m] : {std::pair{"raw_sequential", raw}, {"read_sequential", seq}, {"read_shuffled", shuf},
+                           {"loader", loader}, {"loader_augment", loader_aug}})
+      std::printf("  %-16s %12.0f %10.1f\n", name, m.images / m.seconds, m.bytes / 1e6 / m.seconds);
+    std::printf("  written to %s\n", out.c_str());
+  }
+  return kExitOk;
+}
+
 }  // namespace ht

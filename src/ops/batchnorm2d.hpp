@@ -9,6 +9,10 @@
 //   backward:  dx, dgamma, dbeta from x, dy and the saved statistics (training mode formula).
 // Shapes: x, y, dy, dx [N,C,H,W]; gamma, beta, running_*, save_* [C]. Parameter gradients are
 // overwritten, or added to when accumulate is true. CPU: oneDNN; CUDA: cuDNN.
+#include <cmath>
+#include <cstdint>
+
+#include "src/core/hd.hpp"
 #include "src/ops/op.hpp"
 
 namespace ht {
@@ -18,6 +22,19 @@ struct BatchNormShape {
   float eps = 1e-5f;
   float momentum = 0.1f;
 };
+
+/// 1/sqrt(var + eps) from the biased batch variance (what save_invstd holds).
+HT_HD float bn_invstd(double var, float eps) { return static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps))); }
+/// PyTorch running-mean update: (1-momentum)*running + momentum*batch_mean.
+HT_HD float bn_running_mean(float running, double batch_mean, float momentum) {
+  return static_cast<float>((1.0 - momentum) * running + static_cast<double>(momentum) * batch_mean);
+}
+/// PyTorch running-variance update with the unbiased batch variance: m = N*H*W values per channel
+/// (m > 1), var the biased batch variance.
+HT_HD float bn_running_var(float running, double var, float momentum, int64_t m) {
+  return static_cast<float>((1.0 - momentum) * running +
+                            static_cast<double>(momentum) * var * static_cast<double>(m) / static_cast<double>(m - 1));
+}
 
 namespace cpu {
 void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,

@@ -95,16 +95,15 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
                         {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.train_pd.scratchpad_desc())}});
 
   // PyTorch: running = (1-momentum)*running + momentum*batch, with the unbiased batch variance.
-  const double mom = sh.momentum, unbias = static_cast<double>(m) / static_cast<double>(m - 1);
   const float* mean = save_mean.data<float>();
   float* invstd = save_invstd.data<float>();
   float* rm = running_mean.data<float>();
   float* rv = running_var.data<float>();
   for (int ch = 0; ch < sh.c; ++ch) {
     const double v = c.var[static_cast<size_t>(ch)];
-    invstd[ch] = static_cast<float>(1.0 / std::sqrt(v + static_cast<double>(sh.eps)));
-    rm[ch] = static_cast<float>((1.0 - mom) * rm[ch] + mom * mean[ch]);
-    rv[ch] = static_cast<float>((1.0 - mom) * rv[ch] + mom * v * unbias);
+    invstd[ch] = bn_invstd(v, sh.eps);
+    rm[ch] = bn_running_mean(rm[ch], mean[ch], sh.momentum);
+    rv[ch] = bn_running_var(rv[ch], v, sh.momentum, m);
   }
 }
 

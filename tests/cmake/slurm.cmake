@@ -1,0 +1,5 @@
+# Slurm integration tests: each starts its own single-node cluster (tests/slurm/cluster.sh) as root
+# and exits 77 (skipped, with the reason) where Slurm cannot start. RESOURCE_LOCK keeps them from
+# running at once: each cluster claims all (virtual) CPUs of the node. Budget: about 5 minutes.
+ht_add_script_test(slurm_sbatch_requeue slurm/test_sbatch_requeue.sh LABELS slurm TIMEOUT 150)
+set_tests_properties(slurm_sbatch_requeue PROPERTIES RESOURCE_LOCK slurm_cluster)

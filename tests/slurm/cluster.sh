@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# Single-node Slurm cluster on localhost for the sbatch tests: root, no systemd, everything in a
+# private temporary directory (munged with its own key and socket, slurmctld -D and slurmd -D
+# started in the background, clients pointed at the config through SLURM_CONF).
+#
+# Two ways to use it:
+#   source tests/slurm/cluster.sh; ht_slurm_start || exit $?   # then sbatch/squeue/... just work;
+#       the EXIT trap it installs stops the daemons by the process ids it started and removes the
+#       directory, also when the test fails or is interrupted.
+#   bash tests/slurm/cluster.sh run CMD [ARGS...]              # runs CMD inside a fresh cluster
+#   bash tests/slurm/cluster.sh shell                          # interactive: prints SLURM_CONF, waits
+#
+# Why each setting: proctrack/linuxproc and task/none need no cgroups (none writable here);
+# select/cons_tres schedules single CPUs; SlurmdParameters=config_overrides lets the node claim
+# HT_SLURM_CPUS CPUs (default 8, one "GPU slot" each) on a 2-core machine; JobRequeue=1 allows
+# `scontrol requeue`; munge cred_expire=10 keeps the requeue delay short; MailProg=/bin/true since
+# no mailer exists; MinJobAge=4 keeps `sbatch --wait` polling every 2 s (it backs off up to
+# MinJobAge/2); gres gpu:HT_SLURM_CPUS (counts only, no device files) lets scripts that ask for
+# --gpus-per-node run unchanged on CPU.
+#
+# If Slurm cannot start (not root, packages missing, a daemon fails) ht_slurm_start prints the
+# reason and returns 77, the ctest skip code: a test is skipped, never passed silently.
+#
+# Environment: HT_SLURM_CPUS (8), HT_SLURM_KEEP=1 keeps the directory for debugging,
+# HT_SLURM_TMP (parent of the private directory, default $TMPDIR or /tmp).
+
+HT_SLURM_DIR=""
+HT_SLURM_PIDS=()
+
+ht_slurm_log() { echo "[slurm-cluster] $*" >&2; }
+
+# ht_slurm_skip REASON: print the reason (and daemon log tails) and return 77.
+ht_slurm_skip() {
+  ht_slurm_log "SKIP: $*"
+  local f
+  for f in "$HT_SLURM_DIR"/log/*.log; do
+    [[ -s "$f" ]] || continue
+    echo "---- tail $f" >&2
+    tail -n 15 "$f" >&2
+  done
+  ht_slurm_stop
+  return 77
+}
+
+# ht_slurm_free_port: a TCP port nobody listens on (two clusters may run at once).
+ht_slurm_free_port() {
+  local p
+  for _ in $(seq 1 50); do
+    p=$(( 20000 + RANDOM % 20000 ))
+    if ! ss -ltnH "( sport = :$p )" 2>/dev/null | grep -q .; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+ht_slurm_start() {
+  local cpus=${HT_SLURM_CPUS:-8}
+  if [[ $(id -u) -ne 0 ]]; then
+    ht_slurm_skip "needs root (slurmd runs jobs as their user; this harness runs everything as root)"
+    return 77
+  fi
+  local b
+  for b in munged mungekey slurmctld slurmd sbatch srun scontrol squeue sinfo ss; do
+    command -v "$b" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
+    if ! command -v "$b" >/dev/null 2>&1; then
+      ht_slurm_skip "'$b' not found: install slurmctld slurmd slurm-client munge (HT_WITH_SLURM=1 scripts/install_deps.sh)"
+      return 77
+    fi
+  done
+
+  HT_SLURM_DIR=$(mktemp -d "${HT_SLURM_TMP:-${TMPDIR:-/tmp}}/ht-slurm.XXXXXX") || {
+    ht_slurm_skip "cannot create a temporary directory"; return 77; }
+  chmod 700 "$HT_SLURM_DIR"
+  trap ht_slurm_stop EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  local d=$HT_SLURM_DIR
+  mkdir -p "$d"/{munge,log,state,spool/localhost,run}
+  chmod 700 "$d/munge"
+
+  # munged: own key, socket, pid and seed files. --force tolerates a world-writable /tmp parent.
+  mungekey --create --keyfile="$d/munge/munge.key" >/dev/null 2>&1 ||
+    dd if=/dev/urandom of="$d/munge/munge.key" bs=1024 count=1 status=none
+  chmod 400 "$d/munge/munge.key"
+  munged -F --force --key-file="$d/munge/munge.key" --socket="$d/munge/munge.sock" \
+    --pid-file="$d/munge/munged.pid" --seed-file="$d/munge/munged.seed" \
+    --log-file="$d/log/munged.log" >"$d/log/munged.out" 2>&1 &
+  HT_SLURM_PIDS+=($!)
+  local i
+  for i in $(seq 1 50); do
+    [[ -S "$d/munge/munge.sock" ]] && break
+    kill -0 "${HT_SLURM_PIDS[0]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ! munge -S "$d/munge/munge.sock" -n 2>/dev/null | unmunge -S "$d/munge/munge.sock" >/dev/null 2>&1; then
+    cat "$d/log/munged.out" >&2 2>/dev/null
+    ht_slurm_skip "munged did not start or does not encode/decode credentials"
+    return 77
+  fi
+
+  local ctld_port slurmd_port host i
+  ctld_port=$(ht_slurm_free_port) && slurmd_port=$(ht_slurm_free_port) || {
+    ht_slurm_skip "no free TCP port"; return 77; }
+  [[ $ctld_port == "$slurmd_port" ]] && slurmd_port=$((ctld_port + 1))
+  # slurmctld only runs on a host named in SlurmctldHost, so use this machine's short name and
+  # pin its address to loopback.
+  host=$(hostname -s)
+  : >"$d/plugstack.conf"
+  # Countable GPUs without device files, so scripts that ask for --gpus-per-node run unchanged.
+  # slurmd drops file-less GPUs and wants device files: each gets a null character device
+  # (an empty file where mknod is not allowed; slurmd then logs an error but counts it).
+  mkdir -p "$d/dev"
+  for (( i=0; i<cpus; i++ )); do mknod "$d/dev/gpu$i" c 1 3 2>/dev/null || : >"$d/dev/gpu$i"; done
+  echo "NodeName=localhost Name=gpu File=${d}/dev/gpu[0-$((cpus-1))]" >"$d/gres.conf"
+  cat >"$d/slurm.conf" <<EOF
+ClusterName=htcluster
+SlurmctldHost=${host}(127.0.0.1)
+SlurmctldPort=${ctld_port}
+SlurmdPort=${slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=${d}/munge/munge.sock,cred_expire=10
+StateSaveLocation=${d}/state
+SlurmdSpoolDir=${d}/spool/%n
+SlurmctldPidFile=${d}/run/slurmctld.pid
+SlurmdPidFile=${d}/run/slurmd-%n.pid
+SlurmctldLogFile=${d}/log/slurmctld.log
+SlurmdLogFile=${d}/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+PlugStackConfig=${d}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+MpiDefault=none
+JobRequeue=1
+MailProg=/bin/true
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+InactiveLimit=0
+KillWait=5
+MinJobAge=4
+SlurmctldTimeout=30
+SlurmdTimeout=30
+Waittime=0
+GresTypes=gpu
+NodeName=localhost NodeHostname=${host} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemory=1000 Gres=gpu:${cpus} State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+EOF
+  export SLURM_CONF="$d/slurm.conf"
+  # Jobs must not inherit a Slurm context from an enclosing allocation.
+  unset SLURM_JOB_ID SLURM_JOBID SLURM_NODELIST SLURM_NTASKS SLURM_PROCID
+
+  slurmctld -D -i -f "$SLURM_CONF" >"$d/log/slurmctld.out" 2>&1 &
+  HT_SLURM_PIDS+=($!)
+  slurmd -D -N localhost -f "$SLURM_CONF" >"$d/log/slurmd.out" 2>&1 &
+  HT_SLURM_PIDS+=($!)
+
+  # Ready when the node is idle; give up after 30 s.
+  local state=""
+  for i in $(seq 1 150); do
+    state=$(sinfo -h -N -n localhost -o '%T' 2>/dev/null || true)
+    [[ $state == idle* ]] && break
+    local p
+    for p in "${HT_SLURM_PIDS[@]}"; do
+      if ! kill -0 "$p" 2>/dev/null; then
+        cat "$d"/log/*.out >&2 2>/dev/null
+        ht_slurm_skip "a Slurm daemon exited during startup (pid $p)"
+        return 77
+      fi
+    done
+    sleep 0.2
+  done
+  if [[ $state != idle* ]]; then
+    ht_slurm_skip "node 'localhost' not idle after 30 s (state '${state}')"
+    return 77
+  fi
+  ht_slurm_log "up: SLURM_CONF=$SLURM_CONF (slurmctld :$ctld_port, slurmd :$slurmd_port, $cpus CPUs)"
+  return 0
+}
+
+# ht_slurm_stop: cancel jobs, then stop the daemons by the process ids started above (their pid
+# files vanish early); SIGKILL whatever is left after 10 s. Idempotent.
+ht_slurm_stop() {
+  local rc=$?
+  if [[ ${#HT_SLURM_PIDS[@]} -gt 0 ]]; then
+    if [[ -n ${SLURM_CONF:-} && -f $SLURM_CONF ]]; then
+      timeout 5 scancel --full --quiet --user=root >/dev/null 2>&1 || true
+      sleep 0.5
+    fi
+    local p i
+    # slurmd, then slurmctld, then munged: reverse start order.
+    for (( i=${#HT_SLURM_PIDS[@]}-1; i>=0; i-- )); do
+      kill -TERM "${HT_SLURM_PIDS[$i]}" 2>/dev/null || true
+    done
+    for _ in $(seq 1 50); do
+      local alive=0
+      for p in "${HT_SLURM_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+      [[ $alive == 0 ]] && break
+      sleep 0.2
+    done
+    for p in "${HT_SLURM_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    for p in "${HT_SLURM_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    HT_SLURM_PIDS=()
+  fi
+  if [[ -n $HT_SLURM_DIR && -d $HT_SLURM_DIR ]]; then
+    if [[ ${HT_SLURM_KEEP:-0} == 1 || ( $rc -ne 0 && ${HT_SLURM_KEEP_ON_FAIL:-0} == 1 ) ]]; then
+      ht_slurm_log "kept $HT_SLURM_DIR"
+    else
+      rm -rf "$HT_SLURM_DIR"
+    fi
+  fi
+  HT_SLURM_DIR=""
+  return $rc
+}
+
+# ht_slurm_dump_logs: tails of the daemon logs, for a failing test's output.
+ht_slurm_dump_logs() {
+  local f
+  for f in "$HT_SLURM_DIR"/log/*.log "$HT_SLURM_DIR"/log/*.out; do
+    [[ -s "$f" ]] || continue
+    echo "---- tail $f" >&2
+    tail -n 30 "$f" >&2
+  done
+}
+
+# ht_slurm_wait_state JOBID REGEX TIMEOUT_S: wait until the job's state matches.
+ht_slurm_wait_state() {
+  local job=$1 re=$2 t=${3:-60} st=""
+  for _ in $(seq 1 $(( t * 5 ))); do
+    st=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -1)
+    [[ $st =~ $re ]] && { echo "$st"; return 0; }
+    sleep 0.2
+  done
+  echo "$st"
+  return 1
+}
+
+# ht_slurm_release_requeued JOBID...: start requeued (pending) jobs now instead of after the
+# BeginTime hold slurmctld sets (about cred_expire). slurmd refuses a job whose credential is from
+# the same second as the revocation of the previous run's ("Job credential revoked"), hence the
+# 2 s pause after the requeue.
+ht_slurm_release_requeued() {
+  sleep 2
+  local j
+  for j in "$@"; do scontrol update JobId="$j" StartTime=now >/dev/null 2>&1 || true; done
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  set -uo pipefail
+  case "${1:-}" in
+    run)
+      shift
+      ht_slurm_start || exit $?
+      "$@"
+      exit $?
+      ;;
+    shell)
+      ht_slurm_start || exit $?
+      echo "export SLURM_CONF=$SLURM_CONF   # Ctrl-C stops the cluster"
+      while sleep 3600; do :; done
+      ;;
+    *)
+      echo "usage: $0 run CMD [ARGS...] | shell   (or source it and call ht_slurm_start)" >&2
+      exit 2
+      ;;
+  esac
+fi
