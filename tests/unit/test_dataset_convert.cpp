@@ -192,6 +192,20 @@ TEST_CASE("prepare cifar10: CHW records become NHWC, byte-exact, uneven shards",
   CHECK(img == ref_test_img);
   CHECK(lab == ref_test_lab);
 
+  // The HDF5 hyperslab path (used for compressed shards, or forced) reads the same bytes as the
+  // direct pread path.
+  setenv("HT_DATASET_HDF5_READS", "1", 1);
+  auto via_h5 = open_sharded_dataset(out.path.string(), "train");
+  unsetenv("HT_DATASET_HDF5_READS");
+  read_all(*via_h5, img, lab);
+  CHECK(img == ref_img);
+  CHECK(lab == ref_lab);
+  o.gzip = 4;
+  prepare_dataset(o);
+  read_all(*open_sharded_dataset(out.path.string(), "train"), img, lab);
+  CHECK(img == ref_img);
+  o.gzip = 0;
+
   // Re-preparing with another shard count replaces the old set instead of mixing with it.
   o.shards = 2;
   prepare_dataset(o);
