@@ -259,6 +259,11 @@ int bench_io(const Args& args) {
     kept.push_back(run);
     std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.value("world_size", 0) < b.value("world_size", 0); });
     doc["runs"] = kept;
+    doc["notes"] =
+        "images_per_s and MB_per_s: wall clock, images summed over ranks / slowest rank's seconds, fastest of "
+        "'repetitions' runs, warm page cache. images_per_cpu_s: the same images over process CPU time summed over "
+        "ranks (includes the prefetch thread), the per-core cost, which is stable on a shared machine where wall "
+        "figures follow the load average. MB counts uint8 image bytes (10^6).";
     doc["command"] = "mpirun -np N hpctrain bench io --data " + dir + " --batch " + std::to_string(batch);
     if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
     std::ofstream(out) << doc.dump(2) << "\n";
