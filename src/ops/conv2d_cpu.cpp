@@ -2,7 +2,8 @@
 // bias). User tensors are plain NCHW / KCRS f32; the primitives may pick blocked internal layouts
 // (format_tag::any, e.g. nChw16c / OIhw16i16o on AVX-512), in which case cached reorders convert
 // at the boundary (dnnl_util::Staged). Primitives and reorders are built once per shape and kept
-// in the caller's OpCache; a shape (or bias presence) change rebuilds them.
+// in the caller's OpCache; a shape (or bias presence) change rebuilds them. Reordered copies live
+// only within a call, in the thread's workspace slots (memory = max over layers, not the sum).
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -16,14 +17,48 @@ namespace {
 namespace du = ht::dnnl_util;
 using dnnl::memory;
 
-/// Layout policy for a shape: let oneDNN choose (blocked, reorders at the boundary) or force plain
-/// NCHW/OIHW (no reorders; oneDNN then uses its im2col+GEMM or ncsp kernels).
-/// HT_CONV_LAYOUT=any|plain overrides the built-in choice (for benchmarking).
-bool use_any_layout(const Conv2dShape& sh) {
-  static const char* env = std::getenv("HT_CONV_LAYOUT");
-  if (env && std::strcmp(env, "plain") == 0) return false;
-  if (env && std::strcmp(env, "any") == 0) return true;
-  return true;
+/// How a shape is computed. Chosen from 1-thread measurements on ResNet-18/CIFAR and fmnist_cnn
+/// shapes (results/cpu/conv2d_linear_ops.md):
+///  - 1x1 filters: plain NCHW/OIHW, no reorders (oneDNN's GEMM-based kernel beats blocked layouts
+///    plus the reorders they need);
+///  - 3x3 stride 1 with >= 64 input and output channels: Winograd F(4x4,3x3) in blocked layouts,
+///    1.6-2x faster than direct (relative error ~5e-6 of max|y| instead of ~3e-7);
+///  - everything else: direct convolution, oneDNN's choice of layout (nChw16c) with reorders.
+/// HT_CONV_LAYOUT=any|plain and HT_CONV_ALGO=direct|winograd|auto override it (benchmarking, or
+/// direct-only runs for bitwise comparisons).
+struct Plan {
+  bool any_layout = true;
+  dnnl::algorithm algo = dnnl::algorithm::convolution_direct;
+};
+
+Plan plan_for(const Conv2dShape& sh) {
+  Plan p;
+  p.any_layout = !(sh.r == 1 && sh.s == 1);
+  if (sh.r == 3 && sh.s == 3 && sh.stride == 1 && sh.c >= 64 && sh.k >= 64)
+    p.algo = dnnl::algorithm::convolution_winograd;
+  static const char* layout = std::getenv("HT_CONV_LAYOUT");
+  static const char* algo = std::getenv("HT_CONV_ALGO");
+  if (layout && std::strcmp(layout, "plain") == 0) p.any_layout = false;
+  if (layout && std::strcmp(layout, "any") == 0) p.any_layout = true;
+  if (algo && std::strcmp(algo, "direct") == 0) p.algo = dnnl::algorithm::convolution_direct;
+  if (algo && std::strcmp(algo, "auto") == 0) p.algo = dnnl::algorithm::convolution_auto;
+  if (algo && std::strcmp(algo, "winograd") == 0 && sh.r == 3 && sh.s == 3 && sh.stride == 1)
+    p.algo = dnnl::algorithm::convolution_winograd;
+  if (!p.any_layout && p.algo == dnnl::algorithm::convolution_winograd) p.algo = dnnl::algorithm::convolution_direct;
+  return p;
+}
+
+/// Creates a primitive descriptor with algorithm `algo`, falling back to direct convolution when
+/// oneDNN has no implementation for it (e.g. Winograd on a CPU without AVX-512).
+template <class PD, class MakeDesc, class... Hint>
+PD make_pd(dnnl::algorithm algo, const MakeDesc& make_desc, const Hint&... hint) {
+  if (algo != dnnl::algorithm::convolution_direct) {
+    try {
+      return PD(make_desc(algo), du::scratchpad_attr(), du::engine(), hint...);
+    } catch (const dnnl::error&) {
+    }
+  }
+  return PD(make_desc(dnnl::algorithm::convolution_direct), du::scratchpad_attr(), du::engine(), hint...);
 }
 
 bool same_shape(const Conv2dShape& a, const Conv2dShape& b) {
@@ -42,7 +77,7 @@ struct Descs {
     y = {sh.n, sh.k, sh.p(), sh.q()};
     strides = {sh.stride, sh.stride};
     pad = {sh.pad, sh.pad};
-    const bool any = use_any_layout(sh);
+    const bool any = plan_for(sh).any_layout;
     x_user = du::f32_desc(x, du::tag::nchw);
     w_user = du::f32_desc(w, du::tag::oihw);
     y_user = du::f32_desc(y, du::tag::nchw);
@@ -77,17 +112,15 @@ struct Conv2dCpuCache : OpCache {
   void ensure_fwd(const Conv2dShape& sh, bool bias) {
     if (fwd_shape && same_shape(*fwd_shape, sh) && fwd_bias == bias) return;
     const Descs d(sh);
-    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, d.x_any, d.w_any,
-                                                       d.b_plain, d.y_any, d.strides, d.pad, d.pad)
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, d.x_any, d.w_any,
-                                                       d.y_any, d.strides, d.pad, d.pad);
-    fwd_pd = dnnl::convolution_forward::primitive_desc(desc, du::scratchpad_attr(), du::engine());
+    fwd_pd = make_pd<dnnl::convolution_forward::primitive_desc>(plan_for(sh).algo, [&](dnnl::algorithm a) {
+      const auto pk = dnnl::prop_kind::forward_training;
+      return bias ? dnnl::convolution_forward::desc(pk, a, d.x_any, d.w_any, d.b_plain, d.y_any, d.strides, d.pad, d.pad)
+                  : dnnl::convolution_forward::desc(pk, a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad);
+    });
     fwd = dnnl::convolution_forward(fwd_pd);
-    fx.init(d.x_user, fwd_pd.src_desc());
-    fw.init(d.w_user, fwd_pd.weights_desc());
-    fy.init(d.y_user, fwd_pd.dst_desc());
+    fx.init(d.x_user, fwd_pd.src_desc(), 0);
+    fw.init(d.w_user, fwd_pd.weights_desc(), 1);
+    fy.init(d.y_user, fwd_pd.dst_desc(), 2);
     fwd_shape = sh;
     fwd_bias = bias;
     bd_shape.reset();  // the backward primitives were hinted by the old forward
@@ -97,29 +130,36 @@ struct Conv2dCpuCache : OpCache {
   void ensure_bwd_data(const Conv2dShape& sh) {
     if (bd_shape && same_shape(*bd_shape, sh)) return;
     const Descs d(sh);
-    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.x_any, d.w_any, d.y_any,
-                                               d.strides, d.pad, d.pad);
-    bd_pd = dnnl::convolution_backward_data::primitive_desc(desc, du::scratchpad_attr(), du::engine(), fwd_pd);
+    bd_pd = make_pd<dnnl::convolution_backward_data::primitive_desc>(
+        plan_for(sh).algo,
+        [&](dnnl::algorithm a) {
+          return dnnl::convolution_backward_data::desc(a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad);
+        },
+        fwd_pd);
     bd = dnnl::convolution_backward_data(bd_pd);
-    bd_dy.init(d.y_user, bd_pd.diff_dst_desc());
-    bd_w.init(d.w_user, bd_pd.weights_desc());
-    bd_dx.init(d.x_user, bd_pd.diff_src_desc());
+    bd_dy.init(d.y_user, bd_pd.diff_dst_desc(), 4);
+    bd_w.init(d.w_user, bd_pd.weights_desc(), 5);
+    bd_dx.init(d.x_user, bd_pd.diff_src_desc(), 6);
     bd_shape = sh;
   }
 
   void ensure_bwd_weights(const Conv2dShape& sh, bool bias) {
     if (bw_shape && same_shape(*bw_shape, sh) && bw_bias == bias) return;
     const Descs d(sh);
-    auto desc = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.x_any,
-                                                                d.w_any, d.b_plain, d.y_any, d.strides, d.pad, d.pad)
-                     : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.x_any,
-                                                                d.w_any, d.y_any, d.strides, d.pad, d.pad);
-    bw_pd = dnnl::convolution_backward_weights::primitive_desc(desc, du::scratchpad_attr(), du::engine(), fwd_pd);
+    bw_pd = make_pd<dnnl::convolution_backward_weights::primitive_desc>(
+        plan_for(sh).algo,
+        [&](dnnl::algorithm a) {
+          return bias ? dnnl::convolution_backward_weights::desc(a, d.x_any, d.w_any, d.b_plain, d.y_any, d.strides,
+                                                                 d.pad, d.pad)
+                      : dnnl::convolution_backward_weights::desc(a, d.x_any, d.w_any, d.y_any, d.strides, d.pad,
+                                                                 d.pad);
+        },
+        fwd_pd);
     bw = dnnl::convolution_backward_weights(bw_pd);
-    bw_x.init(d.x_user, bw_pd.src_desc());
-    bw_dy.init(d.y_user, bw_pd.diff_dst_desc());
-    bw_dw.init(d.w_user, bw_pd.diff_weights_desc());
-    bw_db.init(d.b_plain, bias ? bw_pd.diff_bias_desc() : d.b_plain);
+    bw_x.init(d.x_user, bw_pd.src_desc(), 0);
+    bw_dy.init(d.y_user, bw_pd.diff_dst_desc(), 1);
+    bw_dw.init(d.w_user, bw_pd.diff_weights_desc(), 2);
+    bw_db.init(d.b_plain, bias ? bw_pd.diff_bias_desc() : d.b_plain, 3);
     bw_shape = sh;
     bw_bias = bias;
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/ops/conv2d.hpp"
@@ -175,7 +176,9 @@ TEST_CASE("conv2d oneDNN: dx == nullptr skips backward data, same dw/db", "[conv
 }
 
 TEST_CASE("conv2d oneDNN: accumulate adds exactly into dw and db", "[conv2d][cpu]") {
-  for (auto sh : {shape(2, 3, 6, 6, 4, 3, 3, 1, 1), shape(2, 32, 6, 6, 32, 3, 3, 1, 1)}) {
+  // Covers the three plans: blocked direct, Winograd (>= 64 channels) and plain GEMM (1x1).
+  for (auto sh : {shape(2, 3, 6, 6, 4, 3, 3, 1, 1), shape(2, 32, 6, 6, 32, 3, 3, 1, 1), shape(2, 64, 4, 4, 64, 3, 3, 1, 1),
+                  shape(2, 8, 5, 5, 16, 1, 1, 2, 0)}) {
     Data d(sh, 300);
     OpCachePtr cache;
     auto x = to_tensor(d.x, {sh.n, sh.c, sh.h, sh.w});
@@ -212,6 +215,18 @@ TEST_CASE("conv2d oneDNN: one cache across shape changes rebuilds correctly", "[
   }
 }
 
+TEST_CASE("conv2d oneDNN: a cache built on one thread runs on another", "[conv2d][cpu]") {
+  // The engine is process-wide and streams are per thread, so layers may move between threads.
+  Data d(shape(2, 16, 6, 6, 16, 3, 3, 1, 1), 500);
+  OpCachePtr cache;
+  const auto want = run_ref(d, true, true);
+  compare(run_cpu(cache, d, true, true), want);
+  Result got;
+  std::thread t([&] { got = run_cpu(cache, d, true, true); });
+  t.join();
+  compare(got, want);
+}
+
 TEST_CASE("conv2d oneDNN: mismatched tensors throw RuntimeError", "[conv2d][cpu]") {
   const auto sh = shape(1, 2, 5, 5, 3, 3, 3, 1, 1);
   OpCachePtr cache;
@@ -220,4 +235,86 @@ TEST_CASE("conv2d oneDNN: mismatched tensors throw RuntimeError", "[conv2d][cpu]
   CHECK_NOTHROW(cpu::conv2d_forward(cache, sh, x, w, nullptr, y));
   CHECK_THROWS_AS(cpu::conv2d_forward(cache, sh, x, w, nullptr, bad_y), RuntimeError);
   CHECK_THROWS_AS(cpu::conv2d_forward(cache, sh, x, bad_w, nullptr, y), RuntimeError);
+}
+
+// ---- Benchmark (hidden: run with `ht_unit_tests "[.bench]"`, OMP_NUM_THREADS=1) ----------------
+// Prints one CSV line per shape: median wall and minimum process-CPU forward and backward
+// (dx + dw [+ db]) milliseconds.
+// results/cpu/ops_bench.py runs the same shapes in PyTorch for comparison.
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+struct BenchShape {
+  const char* name;
+  Conv2dShape sh;
+  bool bias, dx;
+};
+// Process CPU time: robust against other processes on a shared machine (1 OpenMP thread runs on
+// the calling thread).
+double cpu_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+double median_ms(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
+
+TEST_CASE("conv2d oneDNN benchmark", "[.bench][conv2d_bench]") {
+  const int nb = std::getenv("HT_BENCH_BATCH") ? std::atoi(std::getenv("HT_BENCH_BATCH")) : 128;
+  const int reps = std::getenv("HT_BENCH_REPS") ? std::atoi(std::getenv("HT_BENCH_REPS")) : 5;
+  const int fb = 64;  // fmnist_cnn micro-batch
+  const std::vector<BenchShape> shapes = {
+      {"r18_stem_3_64_32", shape(nb, 3, 32, 32, 64, 3, 3, 1, 1), false, false},
+      {"r18_l1_64_64_32", shape(nb, 64, 32, 32, 64, 3, 3, 1, 1), false, true},
+      {"r18_l2a_64_128_s2", shape(nb, 64, 32, 32, 128, 3, 3, 2, 1), false, true},
+      {"r18_l2_128_128_16", shape(nb, 128, 16, 16, 128, 3, 3, 1, 1), false, true},
+      {"r18_l2sc_1x1_64_128_s2", shape(nb, 64, 32, 32, 128, 1, 1, 2, 0), false, true},
+      {"r18_l3a_128_256_s2", shape(nb, 128, 16, 16, 256, 3, 3, 2, 1), false, true},
+      {"r18_l3_256_256_8", shape(nb, 256, 8, 8, 256, 3, 3, 1, 1), false, true},
+      {"r18_l3sc_1x1_128_256_s2", shape(nb, 128, 16, 16, 256, 1, 1, 2, 0), false, true},
+      {"r18_l4a_256_512_s2", shape(nb, 256, 8, 8, 512, 3, 3, 2, 1), false, true},
+      {"r18_l4_512_512_4", shape(nb, 512, 4, 4, 512, 3, 3, 1, 1), false, true},
+      {"r18_l4sc_1x1_256_512_s2", shape(nb, 256, 8, 8, 512, 1, 1, 2, 0), false, true},
+      {"fmnist_c1_1_32_28", shape(fb, 1, 28, 28, 32, 3, 3, 1, 1), true, false},
+      {"fmnist_c2_32_64_14", shape(fb, 32, 14, 14, 64, 3, 3, 1, 1), true, true},
+  };
+  const char* only = std::getenv("HT_BENCH_ONLY");
+  std::printf("op,shape,n,fwd_ms,bwd_ms,fwd_cpu_min_ms,bwd_cpu_min_ms\n");
+  for (const auto& b : shapes) {
+    if (only && std::string(b.name).find(only) == std::string::npos) continue;
+    const auto& s = b.sh;
+    auto x = to_tensor(random_vec(nx(s), 1), {s.n, s.c, s.h, s.w});
+    auto w = to_tensor(random_vec(nw(s), 2), {s.k, s.c, s.r, s.s});
+    auto bias = to_tensor(random_vec(size_t(s.k), 3), {s.k});
+    auto dy = to_tensor(random_vec(ny(s), 4), {s.n, s.k, s.p(), s.q()});
+    auto y = Tensor::empty({s.n, s.k, s.p(), s.q()});
+    auto dx = Tensor::empty({s.n, s.c, s.h, s.w});
+    auto dw = Tensor::empty({s.k, s.c, s.r, s.s}), db = Tensor::empty({s.k});
+    OpCachePtr cache;
+    std::vector<double> tf, tb, cf, cb;
+    for (int i = 0; i < reps + 1; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      const double c0 = cpu_ms();
+      cpu::conv2d_forward(cache, s, x, w, b.bias ? &bias : nullptr, y);
+      auto t1 = std::chrono::steady_clock::now();
+      const double c1 = cpu_ms();
+      cpu::conv2d_backward(cache, s, x, w, dy, b.dx ? &dx : nullptr, dw, b.bias ? &db : nullptr, false);
+      auto t2 = std::chrono::steady_clock::now();
+      const double c2 = cpu_ms();
+      if (i == 0) continue;  // first call builds the primitives
+      tf.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      tb.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+      cf.push_back(c1 - c0);
+      cb.push_back(c2 - c1);
+    }
+    std::printf("conv2d,%s,%d,%.3f,%.3f,%.3f,%.3f\n", b.name, s.n, median_ms(tf), median_ms(tb),
+                *std::min_element(cf.begin(), cf.end()), *std::min_element(cb.begin(), cb.end()));
+    std::fflush(stdout);
+  }
 }

@@ -158,3 +158,60 @@ TEST_CASE("linear oneDNN: mismatched tensors throw RuntimeError", "[linear][cpu]
   CHECK_NOTHROW(cpu::linear_forward(cache, sh, x, w, nullptr, y));
   CHECK_THROWS_AS(cpu::linear_forward(cache, sh, x, bad, nullptr, y), RuntimeError);
 }
+
+// ---- Benchmark (hidden: run with `ht_unit_tests "[.bench]"`, OMP_NUM_THREADS=1) ----------------
+// One CSV line per shape: median wall and minimum process-CPU forward and backward (dx, dw, db) ms.
+// results/cpu/ops_bench.py runs the same shapes in PyTorch.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+
+TEST_CASE("linear oneDNN benchmark", "[.bench][linear_bench]") {
+  const int nb = std::getenv("HT_BENCH_BATCH") ? std::atoi(std::getenv("HT_BENCH_BATCH")) : 128;
+  const int reps = std::getenv("HT_BENCH_REPS") ? std::atoi(std::getenv("HT_BENCH_REPS")) : 20;
+  struct B {
+    const char* name;
+    LinearShape sh;
+  };
+  const std::vector<B> shapes = {{"fmnist_fc1_3136_128", lshape(64, 3136, 128)},
+                                 {"fmnist_fc2_128_10", lshape(64, 128, 10)},
+                                 {"r18_fc_512_10", lshape(nb, 512, 10)}};
+  auto cpu_ms = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  };
+  std::printf("op,shape,n,fwd_ms,bwd_ms,fwd_cpu_min_ms,bwd_cpu_min_ms\n");
+  for (const auto& b : shapes) {
+    const auto& s = b.sh;
+    Data d(s, 1);
+    auto x = to_tensor(d.x, {s.n, s.in}), w = to_tensor(d.w, {s.out, s.in}), bias = to_tensor(d.b, {s.out});
+    auto dy = to_tensor(d.dy, {s.n, s.out});
+    auto y = Tensor::empty({s.n, s.out}), dx = Tensor::empty({s.n, s.in}), dw = Tensor::empty({s.out, s.in});
+    auto db = Tensor::empty({s.out});
+    OpCachePtr cache;
+    std::vector<double> tf, tb, cf, cb;
+    for (int i = 0; i < reps + 1; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      const double c0 = cpu_ms();
+      cpu::linear_forward(cache, s, x, w, &bias, y);
+      auto t1 = std::chrono::steady_clock::now();
+      const double c1 = cpu_ms();
+      cpu::linear_backward(cache, s, x, w, dy, &dx, dw, &db, false);
+      auto t2 = std::chrono::steady_clock::now();
+      const double c2 = cpu_ms();
+      if (i == 0) continue;
+      tf.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      tb.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+      cf.push_back(c1 - c0);
+      cb.push_back(c2 - c1);
+    }
+    std::sort(tf.begin(), tf.end());
+    std::sort(tb.begin(), tb.end());
+    std::printf("linear,%s,%d,%.3f,%.3f,%.3f,%.3f\n", b.name, s.n, tf[tf.size() / 2], tb[tb.size() / 2],
+                *std::min_element(cf.begin(), cf.end()), *std::min_element(cb.begin(), cb.end()));
+    std::fflush(stdout);
+  }
+}
