@@ -3,3 +3,5 @@
 # running at once: each cluster claims all (virtual) CPUs of the node. Budget: about 5 minutes.
 ht_add_script_test(slurm_sbatch_requeue slurm/test_sbatch_requeue.sh LABELS slurm TIMEOUT 150)
 set_tests_properties(slurm_sbatch_requeue PROPERTIES RESOURCE_LOCK slurm_cluster)
+# The scaling model's arithmetic against hand-computed values (no Slurm needed).
+ht_add_script_test(scaling_model slurm/test_scaling_model.py LABELS scaling TIMEOUT 120)

@@ -47,7 +47,8 @@ ht_slurm_free_port() {
   local p
   for _ in $(seq 1 50); do
     p=$(( 20000 + RANDOM % 20000 ))
-    if ! ss -ltnH "( sport = :$p )" 2>/dev/null | grep -q .; then
+    # Nothing answers on it (bash's /dev/tcp; iproute2's ss is not on every minimal image).
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"
       return 0
     fi
@@ -62,7 +63,7 @@ ht_slurm_start() {
     return 77
   fi
   local b
-  for b in munged mungekey slurmctld slurmd sbatch srun scontrol squeue sinfo ss; do
+  for b in munged mungekey munge unmunge slurmctld slurmd sbatch srun scontrol squeue sinfo scancel; do
     command -v "$b" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
     if ! command -v "$b" >/dev/null 2>&1; then
       ht_slurm_skip "'$b' not found: install slurmctld slurmd slurm-client munge (HT_WITH_SLURM=1 scripts/install_deps.sh)"
