@@ -80,6 +80,24 @@ def check_layout(path, model):
             assert f[n].dtype == "float32" and f[n].shape == tuple(sd[n.split("/", 1)[1]].shape), n
 
 
+UNIT_BIN = sys.argv[1] if len(sys.argv) > 1 else None  # ht_unit_tests: our forward ([.interop])
+
+
+def our_forward(ck, model_name, x, num_classes, mlp_hidden=64):
+    """hpctrain's forward (evaluation mode) on checkpoint `ck` for input x, through ht_unit_tests."""
+    inp, out = os.path.join(TMP, "input.h5"), os.path.join(TMP, "logits.h5")
+    with h5py.File(inp, "w") as f:
+        f["input"] = x.numpy()
+        f.attrs["model"] = model_name
+        f.attrs["num_classes"] = num_classes
+        f.attrs["mlp_hidden"] = mlp_hidden
+    env = dict(os.environ, HT_INTEROP_CKPT=ck, HT_INTEROP_INPUT=inp, HT_INTEROP_OUTPUT=out, OMP_NUM_THREADS="2")
+    p = subprocess.run([UNIT_BIN, "[.interop]"], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with h5py.File(out, "r") as f:
+        return torch.from_numpy(f["logits"][()])
+
+
 def round_trip(model_name, model, x, extra_import=()):
     model.eval()
     randomise_bn(model)
@@ -101,7 +119,17 @@ def round_trip(model_name, model, x, extra_import=()):
     fresh.eval()
     with torch.no_grad():
         assert torch.equal(model(x), fresh(x)), "logits differ after the round trip"
-    print(f"{model_name}: {len(a)} tensors reproduced exactly; strict load and logits identical")
+    msg = ""
+    if UNIT_BIN:
+        # import -> our forward; export -> PyTorch's forward on the exported weights: same logits.
+        ours = our_forward(ck, model_name, x, b[[k for k in b if k.endswith("weight")][-1]].shape[0])
+        with torch.no_grad():
+            theirs = fresh(x)
+        rel = ((ours - theirs).norm() / theirs.norm()).item()
+        worst = ((ours - theirs).abs() / theirs.abs().clamp_min(1e-3 * theirs.abs().max())).max().item()
+        assert rel < 1e-4, f"{model_name}: logits differ from PyTorch: relative error {rel:.3e}"
+        msg = f"; our logits vs PyTorch: relative error {rel:.2e} (2-norm), {worst:.2e} (worst element)"
+    print(f"{model_name}: {len(a)} tensors reproduced exactly; strict load and logits identical{msg}")
     return ck
 
 
