@@ -372,6 +372,7 @@ TrainSummary Trainer::run() {
   const int64_t start_step = prog_.step;
   double train_s = 0;
   bool stop = prog_.step >= total_steps_;
+  bool interrupted = false;  // stopped by the checkpoint hook (signal, failed checkpoint write)
   for (int epoch = prog_.epoch; !stop && (cfg_.train.epochs == 0 || epoch < cfg_.train.epochs); ++epoch) {
     prog_.epoch = epoch;
     train_loader_->start_epoch(epoch, prog_.step_in_epoch);
@@ -428,12 +429,24 @@ TrainSummary Trainer::run() {
       }
       tail_span.reset();
       if (trace_.enabled()) trace_.record("step", "step", trace_step_begin, trace_.now_us(), prog_.step);
+      // ---- checkpoint hook (src/train/resume.cpp): periodic saves; stop signals agreed by all ranks ----
+      bool hook_stop = false;
+      if (hooks_.step_end) {
+        TraceSpan ck_span(trace_, "checkpoint");
+        hook_stop = hooks_.step_end();
+      }
+      if (hook_stop) {
+        interrupted = true;
+        stop = true;
+        break;
+      }
+      // ---- end checkpoint hook ----
       if (prog_.step >= total_steps_) {
         stop = true;
         break;
       }
     }
-    if (!stop || prog_.step_in_epoch >= steps_per_epoch_) {
+    if (!interrupted && (!stop || prog_.step_in_epoch >= steps_per_epoch_)) {
       // Epoch finished.
       if (cfg_.train.eval) {
         TraceSpan s(trace_, "evaluate");
@@ -443,14 +456,18 @@ TrainSummary Trainer::run() {
       prog_.epoch = epoch + 1;
     }
   }
-  if (trace_.enabled()) trace_.write(cfg_.run.dir);  // collective: rank 0 writes run.dir/trace.json
   summary_.steps = prog_.step;
+  if (hooks_.run_end) {
+    TraceSpan ck_span(trace_, "checkpoint");
+    hooks_.run_end(summary_);  // final or stop checkpoint; may set exit code 75 or 1
+  }
+  if (trace_.enabled()) trace_.write(cfg_.run.dir);  // collective: rank 0 writes run.dir/trace.json
   summary_.wall_s = std::chrono::duration<double>(Clock::now() - run_t0).count();
   if (rank_ == 0) {
-    metrics_->write({{"event", "run_end"}, {"status", "finished"}, {"exit_code", 0}, {"steps", prog_.step},
+    metrics_->write({{"event", "run_end"}, {"status", summary_.status}, {"exit_code", summary_.exit_code}, {"steps", prog_.step},
                      {"wall_s", summary_.wall_s}, {"train_s", train_s}, {"nonfinite_steps", prog_.nonfinite_total},
                      {"test_top1", summary_.test_top1}, {"test_loss", summary_.test_loss}});
-    std::printf("done: %lld steps in %.1f s", static_cast<long long>(prog_.step), summary_.wall_s);
+    std::printf("%s: %lld steps in %.1f s", summary_.status == "finished" ? "done" : summary_.status.c_str(), static_cast<long long>(prog_.step), summary_.wall_s);
     if (summary_.test_top1 >= 0) std::printf(", test top1 %.4f", summary_.test_top1);
     std::printf("\n");
     std::fflush(stdout);
