@@ -14,6 +14,8 @@
 #include <optional>
 
 #include "cuda/check.hpp"
+#include "cuda/cuda_context.hpp"
+#include "cuda/gpu_env.hpp"
 #include "mpi/dist.hpp"
 #include "src/ops/elementwise.hpp"
 #include "src/ops/softmax_xent.hpp"
@@ -133,6 +135,14 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
     bucketer_ = std::make_unique<GradBucketer>(*comm_, span_of(ps.flat_grads()), slices, cfg_.dist.bucket_mb);
   }
   buffers_backup_ = Tensor::empty(ps.flat_buffers().shape(), DType::f32, device_);
+
+  // ---- NVML monitoring of the bound GPU (absent NVML: no fields) ----
+  if (device_ == Device::cuda) {
+    GpuEnv env = probe_gpu_env();
+    const int ord = cuda::device();
+    if (ord >= 0 && ord < static_cast<int>(env.devices.size()))
+      nvml_ = std::make_unique<NvmlMonitor>(env.devices[static_cast<size_t>(ord)].uuid);
+  }
 
   // ---- Timeline (trace.enabled): clocks aligned with rank 0; each bucket's allreduce is recorded on
   // the communication thread (bucket = operation number modulo the buckets per step) ----
@@ -422,6 +432,8 @@ TrainSummary Trainer::run() {
       rec["data_ms"] = data_ms;
       rec["step_ms"] = step_ms;
       rec["images_per_s"] = step_ms > 0 ? cfg_.train.global_batch / (step_ms / 1000) : 0.0;
+      if (nvml_)
+        for (const auto& [k, v] : nvml_->snapshot().fields()) rec[k] = v;
       if (rank_ == 0) {
         metrics_->write(rec);
         if (applied && (prog_.step % cfg_.train.log_every_steps == 0 || prog_.step == total_steps_))

@@ -10,6 +10,7 @@
 
 #include "io/dataset.hpp"
 #include "io/trace.hpp"
+#include "cuda/nvml_monitor.hpp"
 #include "io/metrics.hpp"
 #include "mpi/bucketer.hpp"
 #include "mpi/communicator.hpp"
@@ -86,6 +87,7 @@ class Trainer {
   void log_progress(const nlohmann::json& rec, double elapsed_s);
 
   Config cfg_;
+  std::unique_ptr<NvmlMonitor> nvml_;  ///< GPU runs: utilisation, memory, temperature, power into `step`
   Trace trace_;  ///< trace.enabled; written to run.dir/trace.json by run(). Declared before comm_, so it
                  ///< outlives the communication thread that records bucket spans into it.
   Device device_ = Device::cpu;

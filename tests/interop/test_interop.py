@@ -140,6 +140,35 @@ round_trip("resnet18_cifar", ht_torch.build_model("resnet18_cifar", 10), torch.r
 round_trip("fmnist_cnn", ht_torch.build_model("fmnist_cnn", 10, 1, 28, 28), torch.randn(2, 1, 28, 28))
 round_trip("mlp", ht_torch.build_model("mlp", 10, 1, 28, 28), torch.randn(2, 1, 28, 28))
 
+# Fine-tuning workflow: a 100-class resnet18_cifar state_dict -> checkpoint -> hpctrain train --init-from
+# --reset-head on 10 classes. With lr 0 the final checkpoint's parameters are exactly the imported ones,
+# except the head, which is freshly initialised with the new class count.
+HT_BIN = os.environ.get("HT_BIN")
+if HT_BIN:
+    src_model = ht_torch.build_model("resnet18_cifar", 100)
+    randomise_bn(src_model)
+    sd_path, ck100 = os.path.join(TMP, "r18c100.pth"), os.path.join(TMP, "r18c100.h5")
+    torch.save(src_model.state_dict(), sd_path)
+    run(os.path.join(SRC, "scripts/import_torch.py"), sd_path, ck100, "--model", "resnet18_cifar")
+    rd = os.path.join(TMP, "finetune")
+    p = subprocess.run([HT_BIN, "train", "--data.synthetic", "true", "--data.synthetic_samples", "64",
+                        "--model.name", "resnet18_cifar", "--train.global_batch", "4", "--train.max_steps", "1",
+                        "--train.epochs", "0", "--train.eval", "false", "--train.device", "cpu", "--optim.lr", "0",
+                        "--optim.momentum", "0", "--optim.weight_decay", "0", "--run.dir", rd,
+                        "--init-from", ck100, "--reset-head"], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    final = sorted(f for f in os.listdir(os.path.join(rd, "checkpoints")) if f.endswith(".h5"))[-1]
+    tensors, _, _, _ = ht_torch.read_checkpoint(os.path.join(rd, "checkpoints", final))
+    got = {k: v for k, v in tensors}
+    src_sd = src_model.state_dict()
+    for n, prm in src_model.named_parameters():
+        if n.startswith("fc."):
+            assert got["param/" + n].shape[0] == 10, (n, got["param/" + n].shape)
+        else:
+            assert (torch.from_numpy(got["param/" + n]) == src_sd[n]).all(), f"{n} not taken from the import"
+    print("fine-tune: --init-from an imported 100-class checkpoint with --reset-head trains 10 classes; "
+          "all non-head parameters are the imported ones")
+
 # A state_dict that does not match the model: exit 2, naming the tensor.
 bad = torchvision.models.resnet18(num_classes=10).state_dict()
 bad["layer1.0.conv1.weight"] = torch.zeros(64, 64, 1, 1)
