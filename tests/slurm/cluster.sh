@@ -228,7 +228,8 @@ ht_slurm_stop() {
 # ht_slurm_dump_logs: tails of the daemon logs, for a failing test's output.
 ht_slurm_dump_logs() {
   local f
-  for f in "$HT_SLURM_DIR"/log/*.log "$HT_SLURM_DIR"/log/*.out; do
+  # The daemons' *.out repeat their *.log; munged logs startup problems to its *.out only.
+  for f in "$HT_SLURM_DIR"/log/*.log "$HT_SLURM_DIR"/log/munged.out; do
     [[ -s "$f" ]] || continue
     echo "---- tail $f" >&2
     tail -n 30 "$f" >&2
