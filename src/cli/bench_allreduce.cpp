@@ -1,11 +1,318 @@
-// hpctrain bench allreduce: placeholder until its issue lands; exits 1 so nothing mistakes it for success.
+// hpctrain bench allreduce: allreduce bandwidth in the nccl-tests style (all_reduce_perf), on the
+// communicator of the device (MPI on CPU, NCCL on CUDA).
+//
+// For each size (min..max bytes, doubling): a barrier, warm-up iterations, timed iterations of an
+// in-place allreduce_sum, time per iteration = the slowest rank's mean. algbw = bytes / time,
+// busbw = algbw * 2(n-1)/n (the bytes each rank's link carries in a ring allreduce, comparable across
+// rank counts; nccl-tests' PERFORMANCE.md). Then a separate correctness pass: rank r holds
+// (r+1)*(i%7+1) in element i, so the sum (i%7+1)*n(n+1)/2 is an exact small integer in float, and
+// every element that differs is counted. The gradient-bucket path (GradBucketer over a buffer of
+// several buckets, parameters marked in backward order, averaged) is measured and checked the same
+// way at --bucket-mb. Rank 0 prints the table and writes JSON; exit 1 on any wrong element.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+
+#include "mpi/bucketer.hpp"
+#include "mpi/communicator.hpp"
+#include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
+#include "src/core/error.hpp"
+#include "src/core/tensor.hpp"
+
+#if defined(HT_HAVE_CUDA) && __has_include("cuda/cuda_context.hpp")
+#include "cuda/cuda_context.hpp"
+#define HT_BENCH_CUDA 1
+#endif
 
 namespace ht {
-int bench_allreduce(const Args&) {
-  std::cerr << "hpctrain bench allreduce: not implemented yet\n";
-  return 1;
+namespace {
+
+namespace po = boost::program_options;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int64_t min_bytes = 8;
+  int64_t max_bytes = int64_t{256} << 20;
+  int iters = 20;
+  int warmup = 5;
+  double bucket_mb = 25;
+  int bucket_count = 4;  // buckets in the gradient-bucket measurement
+  std::string device = "cpu";
+  std::string out;
+  double timeout_s = 300;
+  int corrupt_rank = -1;  // test hook: this rank damages one reduced element before checking
+};
+
+// Waits for the device so host timers see finished work (CPU: nothing to wait for).
+void device_sync(Device d) {
+#if defined(HT_BENCH_CUDA)
+  if (d == Device::cuda) cuda::synchronize();
+#else
+  (void)d;
+#endif
 }
+
+// "8", "64K", "4M", "1G" (powers of 1024, as nccl-tests' -b/-e) -> bytes.
+int64_t parse_bytes(const std::string& opt, const std::string& v) {
+  size_t pos = 0;
+  long long x = 0;
+  try {
+    x = std::stoll(v, &pos);
+  } catch (const std::exception&) {
+    pos = std::string::npos;
+  }
+  int64_t mult = 1;
+  if (pos != std::string::npos && pos + 1 == v.size()) {
+    switch (v[pos]) {
+      case 'K': case 'k': mult = int64_t{1} << 10; break;
+      case 'M': case 'm': mult = int64_t{1} << 20; break;
+      case 'G': case 'g': mult = int64_t{1} << 30; break;
+      default: pos = std::string::npos;
+    }
+    if (pos != std::string::npos) pos = v.size();
+  }
+  if (pos != v.size() || x < 0)
+    throw UsageError("hpctrain bench allreduce: " + opt + ": expected bytes like 8, 64K, 4M or 1G, got '" + v + "'");
+  return x * mult;
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double max_over_ranks(double v) {
+  double out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return out;
+}
+
+float pattern_value(int64_t i, int rank) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
+float expected_sum(int64_t i, int n) { return static_cast<float>(static_cast<int>(i % 7 + 1) * n * (n + 1) / 2); }
+
+// Host pattern -> device tensor.
+void fill_pattern(Tensor& buf, int rank) {
+  Tensor host = Tensor::empty({buf.numel()}, DType::f32, Device::cpu);
+  auto h = host.span<float>();
+  for (int64_t i = 0; i < buf.numel(); ++i) h[static_cast<size_t>(i)] = pattern_value(i, rank);
+  buf.copy_from(host);
+}
+
+// Counts elements of buf that differ from want(i), over all ranks.
+template <class F>
+long long count_wrong(const Tensor& buf, F want, bool corrupt) {
+  Tensor host = buf.to(Device::cpu);
+  auto h = host.span<float>();
+  if (corrupt && !h.empty()) h[h.size() / 2] += 1.0f;
+  long long bad = 0;
+  for (int64_t i = 0; i < host.numel(); ++i)
+    if (h[static_cast<size_t>(i)] != want(i)) ++bad;
+  long long all = 0;
+  MPI_Allreduce(&bad, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return all;
+}
+
+std::span<float> device_span(const Tensor& t) { return {t.data<float>(), static_cast<size_t>(t.numel())}; }
+
+struct Row {
+  std::string path;  // "allreduce_sum" or "bucketer"
+  int64_t bytes = 0, count = 0;
+  double time_us = 0, algbw = 0, busbw = 0;
+  long long wrong = 0;
+  int buckets = 0;
+};
+
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+int bench_allreduce(const Args& args) {
+  Options o;
+  po::options_description desc("hpctrain bench allreduce [options]");
+  desc.add_options()("help,h", "this help")
+      ("min-bytes", po::value<std::string>()->default_value("8"), "smallest message in bytes (>= 4; K, M, G suffixes)")
+      ("max-bytes", po::value<std::string>()->default_value("256M"), "largest message in bytes (sizes double)")
+      ("iters", po::value(&o.iters)->default_value(o.iters), "timed iterations per size")
+      ("warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed iterations per size")
+      ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size in MiB (dist.bucket_mb)")
+      ("bucket-count", po::value(&o.bucket_count)->default_value(o.bucket_count), "buckets in the gradient-bucket measurement (0 = skip it)")
+      ("device", po::value(&o.device)->default_value(o.device), "cpu (MPI) or cuda (NCCL)")
+      ("timeout-s", po::value(&o.timeout_s)->default_value(o.timeout_s), "communicator time limit (dist.timeout_s)")
+      ("out", po::value(&o.out), "write the results as JSON to this file (rank 0)")
+      ("test-corrupt-rank", po::value(&o.corrupt_rank)->default_value(-1), "test hook: this rank damages one result element");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string("hpctrain bench allreduce: ") + e.what());
+  }
+  o.min_bytes = parse_bytes("--min-bytes", vm["min-bytes"].as<std::string>());
+  o.max_bytes = parse_bytes("--max-bytes", vm["max-bytes"].as<std::string>());
+  const auto& d = dist();
+  if (vm.count("help")) {
+    if (d.rank == 0) std::cout << desc << "\n";
+    return kExitOk;
+  }
+  if (o.min_bytes < 4 || o.max_bytes < o.min_bytes)
+    throw UsageError("hpctrain bench allreduce: --min-bytes must be >= 4 and <= --max-bytes, got " +
+                     std::to_string(o.min_bytes) + " and " + std::to_string(o.max_bytes));
+  if (o.iters < 1 || o.warmup < 0)
+    throw UsageError("hpctrain bench allreduce: --iters must be >= 1 and --warmup >= 0");
+  if (o.bucket_count < 0) throw UsageError("hpctrain bench allreduce: --bucket-count must be >= 0");
+  Device dev;
+  if (o.device == "cpu") {
+    dev = Device::cpu;
+  } else if (o.device == "cuda") {
+#if defined(HT_BENCH_CUDA)
+    dev = Device::cuda;
+    cuda::init(d.local_rank);
+#else
+    throw UsageError("hpctrain bench allreduce: --device cuda: this hpctrain was built without the CUDA backend");
+#endif
+  } else {
+    throw UsageError("hpctrain bench allreduce: --device must be cpu or cuda, got '" + o.device + "'");
+  }
+
+  auto comm = make_communicator(dev, false, o.timeout_s);
+  const int n = comm->world_size(), rank = comm->rank();
+  const double bus_factor = n > 1 ? 2.0 * (n - 1) / n : 0.0;
+  std::vector<Row> rows;
+
+  // ---- sweep: in-place allreduce_sum ---------------------------------------------------------
+  const int64_t max_count = o.max_bytes / 4;
+  Tensor buf = Tensor::zeros({max_count}, DType::f32, dev);
+  for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+    Row r;
+    r.path = "allreduce_sum";
+    r.count = bytes / 4;
+    r.bytes = r.count * 4;
+    Tensor part = buf.slice_flat(0, {r.count});
+    auto span = device_span(part);
+    part.zero_();  // zeros stay zeros under repeated sums: no overflow, no denormals
+    for (int i = 0; i < o.warmup; ++i) comm->allreduce_sum(span);
+    device_sync(dev);
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto t0 = Clock::now();
+    for (int i = 0; i < o.iters; ++i) comm->allreduce_sum(span);
+    device_sync(dev);
+    double sec = max_over_ranks(seconds_since(t0)) / o.iters;
+    r.time_us = sec * 1e6;
+    r.algbw = static_cast<double>(r.bytes) / sec / 1e9;
+    r.busbw = r.algbw * bus_factor;
+    // Correctness: a separate pass with exactly predictable data.
+    fill_pattern(part, rank);
+    comm->allreduce_sum(span);
+    device_sync(dev);
+    r.wrong = count_wrong(part, [n](int64_t i) { return expected_sum(i, n); }, rank == o.corrupt_rank);
+    rows.push_back(r);
+  }
+  buf = Tensor();
+
+  // ---- gradient-bucket path: GradBucketer over bucket_count buckets, marked in backward order ----
+  if (o.bucket_count > 0) {
+    const int64_t bucket_floats = static_cast<int64_t>(o.bucket_mb * 1024 * 1024 / 4);
+    const int per_bucket = 8;  // parameters per bucket
+    const int64_t pcount = std::max<int64_t>(1, bucket_floats / per_bucket);
+    std::vector<ParamSlice> params;
+    for (int i = 0; i < o.bucket_count * per_bucket; ++i) params.push_back({i * pcount, pcount});
+    const int64_t total = pcount * static_cast<int64_t>(params.size());
+    Tensor grads = Tensor::zeros({total}, DType::f32, dev);
+    GradBucketer bk(*comm, device_span(grads), params, o.bucket_mb);
+    auto step = [&] {
+      bk.begin_step();
+      for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) bk.mark_ready(i);
+      bk.finish();
+    };
+    for (int i = 0; i < o.warmup; ++i) step();
+    device_sync(dev);
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto t0 = Clock::now();
+    for (int i = 0; i < o.iters; ++i) step();
+    device_sync(dev);
+    double sec = max_over_ranks(seconds_since(t0)) / o.iters;
+    Row r;
+    r.path = "bucketer";
+    r.count = total;
+    r.bytes = total * 4;
+    r.buckets = bk.num_buckets();
+    r.time_us = sec * 1e6;
+    r.algbw = static_cast<double>(r.bytes) / sec / 1e9;
+    r.busbw = r.algbw * bus_factor;
+    fill_pattern(grads, rank);
+    step();
+    device_sync(dev);
+    // The expected average, computed as the communicator does: exact sum, one correctly rounded division.
+    r.wrong = count_wrong(grads, [n](int64_t i) { return expected_sum(i, n) / static_cast<float>(n); },
+                          rank == o.corrupt_rank);
+    rows.push_back(r);
+  }
+
+  long long wrong_total = 0;
+  for (const auto& r : rows) wrong_total += r.wrong;
+
+  if (rank == 0) {
+    std::ostringstream os;
+    os << "# hpctrain bench allreduce: " << comm->name() << " on " << device_name(dev) << ", " << n
+       << " rank(s), in place, float32, " << o.warmup << " warm-up + " << o.iters << " timed iterations per size\n"
+       << "# time_us: slowest rank's mean; busbw = algbw * 2(n-1)/n\n";
+    os << std::setw(10) << "path" << std::setw(14) << "size(B)" << std::setw(12) << "count" << std::setw(12)
+       << "time_us" << std::setw(11) << "algbw_GB/s" << std::setw(11) << "busbw_GB/s" << std::setw(8) << "#wrong"
+       << "\n";
+    for (const auto& r : rows)
+      os << std::setw(10) << (r.path == "bucketer" ? "bucketer" : "allreduce") << std::setw(14) << r.bytes
+         << std::setw(12) << r.count << std::setw(12) << std::fixed << std::setprecision(1) << r.time_us
+         << std::setw(11) << std::setprecision(3) << r.algbw << std::setw(11) << r.busbw << std::setw(8) << r.wrong
+         << "\n";
+    if (o.bucket_count > 0)
+      os << "# bucketer: " << o.bucket_count << " buckets of " << o.bucket_mb
+         << " MiB (8 parameters each), marked in backward order, averaged\n";
+    os << "# wrong elements: " << wrong_total << (wrong_total ? "  FAILED" : "  OK") << "\n";
+    std::cout << os.str() << std::flush;
+
+    if (!o.out.empty()) {
+      nlohmann::json j;
+      j["benchmark"] = "allreduce";
+      j["date_utc"] = now_utc();
+      j["communicator"] = comm->name();
+      j["device"] = device_name(dev);
+      j["world_size"] = n;
+      j["hosts"] = d.hosts;
+      j["dtype"] = "float32";
+      j["iters"] = o.iters;
+      j["warmup"] = o.warmup;
+      j["bucket_mb"] = o.bucket_mb;
+      j["bucket_count"] = o.bucket_count;
+      j["busbw_factor"] = bus_factor;
+      j["wrong_total"] = wrong_total;
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& r : rows) {
+        nlohmann::json e = {{"path", r.path},          {"bytes", r.bytes},       {"count", r.count},
+                            {"time_us", r.time_us},    {"algbw_GBps", r.algbw},  {"busbw_GBps", r.busbw},
+                            {"wrong", r.wrong}};
+        if (r.path == "bucketer") e["buckets"] = r.buckets;
+        arr.push_back(e);
+      }
+      j["results"] = arr;
+      std::ofstream f(o.out);
+      f << j.dump(2) << "\n";
+      if (!f) throw RuntimeError("hpctrain bench allreduce: cannot write " + o.out);
+    }
+  }
+  return wrong_total ? kExitRuntime : kExitOk;
+}
+
 }  // namespace ht

@@ -2,7 +2,8 @@
 // bias). User tensors are plain NCHW / KCRS f32; the primitives may pick blocked internal layouts
 // (format_tag::any, e.g. nChw16c / OIhw16i16o on AVX-512), in which case cached reorders convert
 // at the boundary (dnnl_util::Staged). Primitives and reorders are built once per shape and kept
-// in the caller's OpCache; a shape (or bias presence) change rebuilds them.
+// in the caller's OpCache; a shape (or bias presence) change rebuilds them. Reordered copies live
+// only within a call, in the thread's workspace slots (memory = max over layers, not the sum).
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -117,9 +118,9 @@ struct Conv2dCpuCache : OpCache {
                   : dnnl::convolution_forward::desc(pk, a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad);
     });
     fwd = dnnl::convolution_forward(fwd_pd);
-    fx.init(d.x_user, fwd_pd.src_desc());
-    fw.init(d.w_user, fwd_pd.weights_desc());
-    fy.init(d.y_user, fwd_pd.dst_desc());
+    fx.init(d.x_user, fwd_pd.src_desc(), 0);
+    fw.init(d.w_user, fwd_pd.weights_desc(), 1);
+    fy.init(d.y_user, fwd_pd.dst_desc(), 2);
     fwd_shape = sh;
     fwd_bias = bias;
     bd_shape.reset();  // the backward primitives were hinted by the old forward
@@ -136,9 +137,9 @@ struct Conv2dCpuCache : OpCache {
         },
         fwd_pd);
     bd = dnnl::convolution_backward_data(bd_pd);
-    bd_dy.init(d.y_user, bd_pd.diff_dst_desc());
-    bd_w.init(d.w_user, bd_pd.weights_desc());
-    bd_dx.init(d.x_user, bd_pd.diff_src_desc());
+    bd_dy.init(d.y_user, bd_pd.diff_dst_desc(), 4);
+    bd_w.init(d.w_user, bd_pd.weights_desc(), 5);
+    bd_dx.init(d.x_user, bd_pd.diff_src_desc(), 6);
     bd_shape = sh;
   }
 
@@ -155,10 +156,10 @@ struct Conv2dCpuCache : OpCache {
         },
         fwd_pd);
     bw = dnnl::convolution_backward_weights(bw_pd);
-    bw_x.init(d.x_user, bw_pd.src_desc());
-    bw_dy.init(d.y_user, bw_pd.diff_dst_desc());
-    bw_dw.init(d.w_user, bw_pd.diff_weights_desc());
-    bw_db.init(d.b_plain, bias ? bw_pd.diff_bias_desc() : d.b_plain);
+    bw_x.init(d.x_user, bw_pd.src_desc(), 0);
+    bw_dy.init(d.y_user, bw_pd.diff_dst_desc(), 1);
+    bw_dw.init(d.w_user, bw_pd.diff_weights_desc(), 2);
+    bw_db.init(d.b_plain, bias ? bw_pd.diff_bias_desc() : d.b_plain, 3);
     bw_shape = sh;
     bw_bias = bias;
   }

@@ -7,7 +7,7 @@
 namespace ht::dnnl_util {
 
 dnnl::engine& engine() {
-  thread_local dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;
 }
 
@@ -83,6 +83,32 @@ void execute(const dnnl::primitive& prim, const std::unordered_map<int, memory>&
   prim.execute(stream(), args);
 }
 
+namespace {
+struct Workspace {
+  void* p[kWorkspaceSlots] = {};
+  size_t n[kWorkspaceSlots] = {};
+  ~Workspace() {
+    for (auto* q : p) std::free(q);
+  }
+};
+}  // namespace
+
+void* workspace(int slot, size_t bytes) {
+  thread_local Workspace ws;
+  if (slot < 0 || slot >= kWorkspaceSlots) throw RuntimeError("dnnl_util::workspace: bad slot " + std::to_string(slot));
+  if (bytes > ws.n[slot]) {
+    std::free(ws.p[slot]);
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    ws.p[slot] = std::aligned_alloc(64, rounded);
+    if (!ws.p[slot]) {
+      ws.n[slot] = 0;
+      throw RuntimeError("dnnl workspace: allocation of " + std::to_string(bytes) + " bytes failed");
+    }
+    ws.n[slot] = rounded;
+  }
+  return ws.p[slot];
+}
+
 void add_into(float* __restrict dst, const float* __restrict src, size_t n) {
 #pragma omp simd
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
@@ -90,14 +116,16 @@ void add_into(float* __restrict dst, const float* __restrict src, size_t n) {
 
 // ---- Staged -------------------------------------------------------------------------------------
 
-void Staged::init(const memory::desc& user, const memory::desc& want) {
+void Staged::init(const memory::desc& user, const memory::desc& want, int slot) {
   *this = Staged{};
   user_ = user;
   want_ = want;
   reorder_ = !(user == want);
+  slot_ = slot;
 }
 
-memory& Staged::buffer() {
+memory Staged::buffer() {
+  if (slot_ >= 0) return memory(want_, engine(), workspace(slot_, want_.get_size()));
   if (!buf_) buf_ = memory(want_, engine());  // library-allocated, lives with the cache
   return buf_;
 }
@@ -105,9 +133,10 @@ memory& Staged::buffer() {
 memory Staged::in(const void* ptr) {
   if (!reorder_) return memory(user_, engine(), const_cast<void*>(ptr));
   memory src(user_, engine(), const_cast<void*>(ptr));
-  if (!to_want_) to_want_ = dnnl::reorder(src, buffer());
-  to_want_.execute(stream(), src, buffer());
-  return buffer();
+  memory dst = buffer();
+  if (!to_want_) to_want_ = dnnl::reorder(src, dst);
+  to_want_.execute(stream(), src, dst);
+  return dst;
 }
 
 memory Staged::out(void* ptr, bool accumulate) {
@@ -115,7 +144,8 @@ memory Staged::out(void* ptr, bool accumulate) {
   pending_acc_ = accumulate;
   pending_active_ = true;
   if (!reorder_ && !accumulate) return memory(user_, engine(), ptr);
-  return buffer();
+  cur_ = buffer();
+  return cur_;
 }
 
 void Staged::finish() {
@@ -124,7 +154,7 @@ void Staged::finish() {
   if (!reorder_ && !pending_acc_) return;
   memory dst(user_, engine(), pending_);
   if (!reorder_) {  // same layout, accumulate: plain add
-    add_into(static_cast<float*>(pending_), static_cast<const float*>(buffer().get_data_handle()),
+    add_into(static_cast<float*>(pending_), static_cast<const float*>(cur_.get_data_handle()),
              user_.get_size() / sizeof(float));
     return;
   }
@@ -136,10 +166,10 @@ void Staged::finish() {
       attr.set_post_ops(po);
       to_user_acc_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), want_, engine(), user_, attr));
     }
-    to_user_acc_.execute(stream(), buffer(), dst);
+    to_user_acc_.execute(stream(), cur_, dst);
   } else {
-    if (!to_user_) to_user_ = dnnl::reorder(buffer(), dst);
-    to_user_.execute(stream(), buffer(), dst);
+    if (!to_user_) to_user_ = dnnl::reorder(cur_, dst);
+    to_user_.execute(stream(), cur_, dst);
   }
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Shared oneDNN (2.6, OpenMP runtime) plumbing for the CPU ops:
-//  - one CPU engine and one in-order stream per thread (thread_local, created on first use);
+//  - one CPU engine per process (primitives and memory built on one thread can run on another) and
+//    one in-order stream per thread (thread_local), both created once on first use;
 //  - memory descriptors and zero-copy memory objects over ht::Tensor data (f32, plain row-major);
 //  - a per-thread scratchpad shared by every primitive built with scratchpad_attr(), so primitives
 //    cached per layer do not each hold their own scratch buffers;
@@ -23,7 +24,7 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-/// The calling thread's CPU engine (index 0).
+/// The process's CPU engine (index 0), shared by all threads.
 dnnl::engine& engine();
 /// The calling thread's in-order stream on engine().
 dnnl::stream& stream();
@@ -56,14 +57,25 @@ void execute(const dnnl::primitive& prim, const std::unordered_map<int, memory>&
 /// dst[i] += src[i] for i < n (float), vectorised. Used for accumulate=true gradients.
 void add_into(float* dst, const float* src, size_t n);
 
+/// Number of per-thread workspace slots (see workspace()).
+constexpr int kWorkspaceSlots = 8;
+/// The calling thread's workspace buffer number `slot` (0..kWorkspaceSlots-1), grown to at least
+/// `bytes` (64-byte aligned). Valid until the next call with the same slot on this thread. For
+/// temporaries that live only within one op call (e.g. reordered copies), so their memory is the
+/// maximum over layers instead of the sum.
+void* workspace(int slot, size_t bytes);
+
 /// A user tensor in plain layout staged for a primitive that wants layout `want`.
 /// Build once per shape (init) and keep in the op's cache; per call, use in() for inputs, or
 /// out() + finish() for outputs. When user and want descriptors are equal, no copy is made
 /// (except for accumulating outputs, which go through an internal buffer and add_into).
+/// The internal buffer is owned by the Staged object (slot -1) or is the thread's workspace(slot):
+/// then it only lives within the op call, and two Staged objects used in one call need different
+/// slots.
 class Staged {
  public:
   /// user: the tensor's plain descriptor; want: the primitive's descriptor (query from its pd).
-  void init(const memory::desc& user, const memory::desc& want);
+  void init(const memory::desc& user, const memory::desc& want, int slot = -1);
   bool reorders() const { return reorder_; }
   const memory::desc& want_desc() const { return want_; }
 
@@ -77,10 +89,12 @@ class Staged {
   void finish();
 
  private:
-  memory& buffer();
+  memory buffer();
   memory::desc user_, want_;
   bool reorder_ = false;
-  memory buf_;                          // internal buffer in `want` layout (lazy)
+  int slot_ = -1;
+  memory buf_;                          // owned internal buffer in `want` layout (lazy, slot -1)
+  memory cur_;                          // the buffer used by the pending out()
   dnnl::reorder to_want_, to_user_, to_user_acc_;  // lazily created
   void* pending_ = nullptr;             // user pointer awaiting finish()
   bool pending_acc_ = false;

@@ -61,9 +61,9 @@ struct LinearCpuCache : OpCache {
                      : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, d.x, d.w_any, d.y);
     fwd_pd = dnnl::inner_product_forward::primitive_desc(desc, du::scratchpad_attr(), du::engine());
     fwd = dnnl::inner_product_forward(fwd_pd);
-    fx.init(d.x, fwd_pd.src_desc());
-    fw.init(d.w_user, fwd_pd.weights_desc());
-    fy.init(d.y, fwd_pd.dst_desc());
+    fx.init(d.x, fwd_pd.src_desc(), 0);
+    fw.init(d.w_user, fwd_pd.weights_desc(), 1);
+    fy.init(d.y, fwd_pd.dst_desc(), 2);
     fwd_shape = sh;
     fwd_bias = bias;
     bd_shape.reset();
@@ -76,9 +76,9 @@ struct LinearCpuCache : OpCache {
     dnnl::inner_product_backward_data::desc desc(d.x, d.w_any, d.y);
     bd_pd = dnnl::inner_product_backward_data::primitive_desc(desc, du::scratchpad_attr(), du::engine(), fwd_pd);
     bd = dnnl::inner_product_backward_data(bd_pd);
-    bd_dy.init(d.y, bd_pd.diff_dst_desc());
-    bd_w.init(d.w_user, bd_pd.weights_desc());
-    bd_dx.init(d.x, bd_pd.diff_src_desc());
+    bd_dy.init(d.y, bd_pd.diff_dst_desc(), 4);
+    bd_w.init(d.w_user, bd_pd.weights_desc(), 5);
+    bd_dx.init(d.x, bd_pd.diff_src_desc(), 6);
     bd_shape = sh;
   }
 
@@ -89,10 +89,10 @@ struct LinearCpuCache : OpCache {
                      : dnnl::inner_product_backward_weights::desc(d.x, d.w_any, d.y);
     bw_pd = dnnl::inner_product_backward_weights::primitive_desc(desc, du::scratchpad_attr(), du::engine(), fwd_pd);
     bw = dnnl::inner_product_backward_weights(bw_pd);
-    bw_x.init(d.x, bw_pd.src_desc());
-    bw_dy.init(d.y, bw_pd.diff_dst_desc());
-    bw_dw.init(d.w_user, bw_pd.diff_weights_desc());
-    bw_db.init(d.b, bias ? bw_pd.diff_bias_desc() : d.b);
+    bw_x.init(d.x, bw_pd.src_desc(), 0);
+    bw_dy.init(d.y, bw_pd.diff_dst_desc(), 1);
+    bw_dw.init(d.w_user, bw_pd.diff_weights_desc(), 2);
+    bw_db.init(d.b, bias ? bw_pd.diff_bias_desc() : d.b, 3);
     bw_shape = sh;
     bw_bias = bias;
   }

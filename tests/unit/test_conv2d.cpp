@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/ops/conv2d.hpp"
@@ -210,6 +211,18 @@ TEST_CASE("conv2d oneDNN: one cache across shape changes rebuilds correctly", "[
     Data d(sh, seed += 10);
     compare(run_cpu(cache, d, bias, true), run_ref(d, bias, true));
   }
+}
+
+TEST_CASE("conv2d oneDNN: a cache built on one thread runs on another", "[conv2d][cpu]") {
+  // The engine is process-wide and streams are per thread, so layers may move between threads.
+  Data d(shape(2, 16, 6, 6, 16, 3, 3, 1, 1), 500);
+  OpCachePtr cache;
+  const auto want = run_ref(d, true, true);
+  compare(run_cpu(cache, d, true, true), want);
+  Result got;
+  std::thread t([&] { got = run_cpu(cache, d, true, true); });
+  t.join();
+  compare(got, want);
 }
 
 TEST_CASE("conv2d oneDNN: mismatched tensors throw RuntimeError", "[conv2d][cpu]") {

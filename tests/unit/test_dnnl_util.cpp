@@ -15,10 +15,11 @@ TEST_CASE("dnnl_util Staged round trip and accumulate", "[dnnl_util]") {
   std::vector<float> a(2 * 19 * 3 * 5), b(a.size()), c(a.size());
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) * 0.5f - 3.0f;
 
+  for (int slot : {-1, 0})
   for (bool blocked_layout : {true, false}) {
     du::Staged in, out;
-    in.init(user, blocked_layout ? blocked : user);
-    out.init(user, blocked_layout ? blocked : user);
+    in.init(user, blocked_layout ? blocked : user, slot);
+    out.init(user, blocked_layout ? blocked : user, slot < 0 ? slot : slot + 1);
     CHECK(in.reorders() == blocked_layout);
     auto m = in.in(a.data());
     // Copy the staged input to the output's buffer through a reorder, then back to plain.

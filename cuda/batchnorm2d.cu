@@ -1,0 +1,113 @@
+// Batch normalization through cuDNN (CUDNN_BATCHNORM_SPATIAL: statistics per channel over N,H,W).
+// Semantics match src/ops/batchnorm2d.hpp (PyTorch BatchNorm2d):
+//  - cudnnBatchNormalizationForwardTraining with exponentialAverageFactor = momentum updates
+//    running_mean with the batch mean and running_var with the UNBIASED batch variance
+//    (M/(M-1) correction, as PyTorch; PyTorch's own CUDA path calls this same cuDNN function);
+//  - resultSaveMean / resultSaveInvVariance are mean_b and 1/sqrt(var_b + eps), i.e. save_mean and
+//    save_invstd, consumed by cudnnBatchNormalizationBackward;
+//  - dgamma/dbeta are overwritten (betaParamDiff = 0) or accumulated (betaParamDiff = 1).
+// cuDNN requires eps >= CUDNN_BN_MIN_EPSILON (1e-5); smaller values are rejected with a clear error.
+#include "cuda/common.cuh"
+#include "src/ops/batchnorm2d.hpp"
+
+namespace ht::cuda {
+namespace {
+
+struct BnCache : OpCache {
+  bool valid = false;
+  int n = 0, c = 0, h = 0, w = 0;
+  TensorDesc x, param;
+};
+
+BnCache& prepare(OpCachePtr& slot, const BatchNormShape& sh) {
+  BnCache& bc = cache_as<BnCache>(slot);
+  if (bc.valid && bc.n == sh.n && bc.c == sh.c && bc.h == sh.h && bc.w == sh.w) return bc;
+  bc.x.set(sh.n, sh.c, sh.h, sh.w);
+  bc.param.set(1, sh.c, 1, 1);  // cudnnDeriveBNTensorDescriptor gives the same for spatial mode
+  bc.n = sh.n;
+  bc.c = sh.c;
+  bc.h = sh.h;
+  bc.w = sh.w;
+  bc.valid = true;
+  return bc;
+}
+
+void check_shape(const char* op, const BatchNormShape& sh, const Tensor& x) {
+  op_check(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0, op,
+           "invalid shape [" + std::to_string(sh.n) + "," + std::to_string(sh.c) + "," + std::to_string(sh.h) + "," +
+               std::to_string(sh.w) + "]");
+  op_check(static_cast<double>(sh.eps) >= CUDNN_BN_MIN_EPSILON, op,
+           "eps " + std::to_string(sh.eps) + " is below cuDNN's minimum " + std::to_string(CUDNN_BN_MIN_EPSILON));
+  check_dev_f32(x, op, "x");
+  check_numel(x, int64_t{sh.n} * sh.c * sh.h * sh.w, op, "x");
+}
+
+void check_param(const char* op, const BatchNormShape& sh, const Tensor& t, const char* name) {
+  check_dev_f32(t, op, name);
+  check_numel(t, sh.c, op, name);
+}
+
+}  // namespace
+
+void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                               const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
+                               Tensor& save_mean, Tensor& save_invstd) {
+  const char* op = "batchnorm2d_forward_train";
+  check_shape(op, sh, x);
+  op_check(int64_t{sh.n} * sh.h * sh.w > 1, op, "training needs more than one value per channel (N*H*W > 1)");
+  check_dev_f32(y, op, "y");
+  check_numel(y, x.numel(), op, "y");
+  check_param(op, sh, gamma, "gamma");
+  check_param(op, sh, beta, "beta");
+  check_param(op, sh, running_mean, "running_mean");
+  check_param(op, sh, running_var, "running_var");
+  check_param(op, sh, save_mean, "save_mean");
+  check_param(op, sh, save_invstd, "save_invstd");
+  BnCache& bc = prepare(cache, sh);
+  Context& cx = ctx();
+  HT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+      cx.cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), bc.x.get(), x.raw(), bc.x.get(), y.raw(),
+      bc.param.get(), gamma.raw(), beta.raw(), static_cast<double>(sh.momentum), running_mean.raw(),
+      running_var.raw(), static_cast<double>(sh.eps), save_mean.raw(), save_invstd.raw()));
+}
+
+void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                               const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
+  const char* op = "batchnorm2d_forward_infer";
+  check_shape(op, sh, x);
+  check_dev_f32(y, op, "y");
+  check_numel(y, x.numel(), op, "y");
+  check_param(op, sh, gamma, "gamma");
+  check_param(op, sh, beta, "beta");
+  check_param(op, sh, running_mean, "running_mean");
+  check_param(op, sh, running_var, "running_var");
+  BnCache& bc = prepare(cache, sh);
+  Context& cx = ctx();
+  HT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+      cx.cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), bc.x.get(), x.raw(), bc.x.get(), y.raw(),
+      bc.param.get(), gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), static_cast<double>(sh.eps)));
+}
+
+void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
+                          const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                          Tensor& dgamma, Tensor& dbeta, bool accumulate) {
+  const char* op = "batchnorm2d_backward";
+  check_shape(op, sh, x);
+  check_dev_f32(dy, op, "dy");
+  check_numel(dy, x.numel(), op, "dy");
+  check_dev_f32(dx, op, "dx");
+  check_numel(dx, x.numel(), op, "dx");
+  check_param(op, sh, gamma, "gamma");
+  check_param(op, sh, save_mean, "save_mean");
+  check_param(op, sh, save_invstd, "save_invstd");
+  check_param(op, sh, dgamma, "dgamma");
+  check_param(op, sh, dbeta, "dbeta");
+  BnCache& bc = prepare(cache, sh);
+  Context& cx = ctx();
+  HT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+      cx.cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), Scalars::one(), Scalars::beta(accumulate),
+      bc.x.get(), x.raw(), bc.x.get(), dy.raw(), bc.x.get(), dx.raw(), bc.param.get(), gamma.raw(), dgamma.raw(),
+      dbeta.raw(), static_cast<double>(sh.eps), save_mean.raw(), save_invstd.raw()));
+}
+
+}  // namespace ht::cuda

@@ -1,0 +1,100 @@
+// Fully connected layer through cuBLAS SGEMM. Tensors are row-major; cuBLAS is column-major, so a
+// row-major [R, C] matrix is read as its column-major transpose [C, R] with leading dimension C:
+//   y  [N,out] = x [N,in] w^T      ->  y^T  = W^T-as-stored * x^T : gemm(T, N, out, N, in)
+//   dx [N,in]  = dy [N,out] w      ->  dx^T = w^T * dy^T          : gemm(N, N, in, N, out)
+//   dw [out,in] = dy^T x           ->  dw^T = x^T * dy            : gemm(N, T, in, out, N)
+// The bias add and the bias gradient (a fixed-order column sum, deterministic) are own kernels.
+// FP32 GEMMs are strict (CUBLAS_DEFAULT_MATH) unless Options::allow_tf32 (CUBLAS_TF32_TENSOR_OP_MATH).
+#include "cuda/common.cuh"
+#include "src/ops/linear.hpp"
+
+namespace ht::cuda {
+namespace {
+
+__global__ void add_bias_kernel(float* __restrict__ y, const float* __restrict__ b, int64_t n, int out) {
+  const int64_t total = n * out;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+    y[i] += b[i % out];
+}
+
+// db[o] (+)= sum_n dy[n, o]; one thread per output feature, rows in order.
+__global__ void bias_grad_kernel(const float* __restrict__ dy, float* __restrict__ db, int n, int out,
+                                 bool accumulate) {
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= out) return;
+  float s = 0.f;
+  for (int i = 0; i < n; ++i) s += dy[int64_t{i} * out + o];
+  db[o] = accumulate ? db[o] + s : s;
+}
+
+void set_math(cublasHandle_t h) {
+  HT_CUBLAS_CHECK(cublasSetMathMode(h, options().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+void check_common(const char* op, const LinearShape& sh, const Tensor& x, const Tensor& w) {
+  op_check(sh.n > 0 && sh.in > 0 && sh.out > 0, op,
+           "invalid shape n=" + std::to_string(sh.n) + " in=" + std::to_string(sh.in) + " out=" + std::to_string(sh.out));
+  check_dev_f32(x, op, "x");
+  check_dev_f32(w, op, "w");
+  check_numel(x, int64_t{sh.n} * sh.in, op, "x");
+  check_numel(w, int64_t{sh.out} * sh.in, op, "w");
+}
+
+}  // namespace
+
+void linear_forward(OpCachePtr&, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  const char* op = "linear_forward";
+  check_common(op, sh, x, w);
+  check_dev_f32(y, op, "y");
+  check_numel(y, int64_t{sh.n} * sh.out, op, "y");
+  if (b) {
+    check_dev_f32(*b, op, "b");
+    check_numel(*b, sh.out, op, "b");
+  }
+  Context& cx = ctx();
+  set_math(cx.cublas);
+  HT_CUBLAS_CHECK(cublasSgemm(cx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, sh.out, sh.n, sh.in, Scalars::one(),
+                              static_cast<const float*>(w.raw()), sh.in, static_cast<const float*>(x.raw()), sh.in,
+                              Scalars::zero(), static_cast<float*>(y.raw()), sh.out));
+  if (b) {
+    const int64_t total = int64_t{sh.n} * sh.out;
+    add_bias_kernel<<<blocks_for(total), kThreads, 0, cx.compute>>>(static_cast<float*>(y.raw()),
+                                                                   static_cast<const float*>(b->raw()), sh.n, sh.out);
+    HT_KERNEL_CHECK();
+  }
+}
+
+void linear_backward(OpCachePtr&, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+  const char* op = "linear_backward";
+  check_common(op, sh, x, w);
+  check_dev_f32(dy, op, "dy");
+  check_numel(dy, int64_t{sh.n} * sh.out, op, "dy");
+  check_dev_f32(dw, op, "dw");
+  check_numel(dw, w.numel(), op, "dw");
+  if (dx) {
+    check_dev_f32(*dx, op, "dx");
+    check_numel(*dx, x.numel(), op, "dx");
+  }
+  if (db) {
+    check_dev_f32(*db, op, "db");
+    check_numel(*db, sh.out, op, "db");
+  }
+  Context& cx = ctx();
+  set_math(cx.cublas);
+  const float* dyp = static_cast<const float*>(dy.raw());
+  HT_CUBLAS_CHECK(cublasSgemm(cx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, sh.in, sh.out, sh.n, Scalars::one(),
+                              static_cast<const float*>(x.raw()), sh.in, dyp, sh.out, Scalars::beta(accumulate),
+                              static_cast<float*>(dw.raw()), sh.in));
+  if (dx)
+    HT_CUBLAS_CHECK(cublasSgemm(cx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, sh.in, sh.n, sh.out, Scalars::one(),
+                                static_cast<const float*>(w.raw()), sh.in, dyp, sh.out, Scalars::zero(),
+                                static_cast<float*>(dx->raw()), sh.in));
+  if (db) {
+    bias_grad_kernel<<<(sh.out + kThreads - 1) / kThreads, kThreads, 0, cx.compute>>>(
+        dyp, static_cast<float*>(db->raw()), sh.n, sh.out, accumulate);
+    HT_KERNEL_CHECK();
+  }
+}
+
+}  // namespace ht::cuda

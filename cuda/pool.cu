@@ -1,0 +1,120 @@
+// Pooling. Max pool through cuDNN (CUDNN_POOLING_MAX_DETERMINISTIC: backward routes each window's
+// gradient to its arg-max, deterministically). Padding must act as -inf (PyTorch); the GPU test
+// checks pad 1 with negative inputs against the CPU implementation.
+// Global average pool through own kernels: one thread per (n, c) plane for the forward (a plane is
+// H*W <= a few hundred elements in the models here), one per element for the backward.
+#include "cuda/common.cuh"
+#include "src/ops/pool.hpp"
+
+namespace ht::cuda {
+namespace {
+
+struct PoolCache : OpCache {
+  bool valid = false;
+  PoolShape sh;
+  TensorDesc x, y;
+  cudnnPoolingDescriptor_t pool = nullptr;
+  PoolCache() { HT_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pool)); }
+  ~PoolCache() override { cudnnDestroyPoolingDescriptor(pool); }
+};
+
+PoolCache& prepare(OpCachePtr& slot, const PoolShape& sh) {
+  PoolCache& pc = cache_as<PoolCache>(slot);
+  if (pc.valid && pc.sh.n == sh.n && pc.sh.c == sh.c && pc.sh.h == sh.h && pc.sh.w == sh.w &&
+      pc.sh.kernel == sh.kernel && pc.sh.stride == sh.stride && pc.sh.pad == sh.pad)
+    return pc;
+  pc.x.set(sh.n, sh.c, sh.h, sh.w);
+  pc.y.set(sh.n, sh.c, sh.p(), sh.q());
+  HT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pc.pool, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN,
+                                             sh.kernel, sh.kernel, sh.pad, sh.pad, sh.stride, sh.stride));
+  int n = 0, c = 0, h = 0, w = 0;
+  HT_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pc.pool, pc.x.get(), &n, &c, &h, &w));
+  if (h != sh.p() || w != sh.q())
+    throw RuntimeError("maxpool2d: cuDNN output " + std::to_string(h) + "x" + std::to_string(w) +
+                       " differs from the expected " + std::to_string(sh.p()) + "x" + std::to_string(sh.q()));
+  pc.sh = sh;
+  pc.valid = true;
+  return pc;
+}
+
+void check_pool(const char* op, const PoolShape& sh, const Tensor& x) {
+  op_check(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0 && sh.kernel > 0 && sh.stride > 0 && sh.pad >= 0 &&
+               sh.pad < sh.kernel && sh.p() > 0 && sh.q() > 0,
+           op, "invalid pooling shape");
+  check_dev_f32(x, op, "x");
+  check_numel(x, int64_t{sh.n} * sh.c * sh.h * sh.w, op, "x");
+}
+
+__global__ void gap_forward_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t planes, int hw) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < planes; i += int64_t{gridDim.x} * blockDim.x) {
+    const float* p = x + i * hw;
+    float s = 0.f;
+    for (int j = 0; j < hw; ++j) s += p[j];
+    y[i] = s / static_cast<float>(hw);
+  }
+}
+
+__global__ void gap_backward_kernel(const float* __restrict__ dy, float* __restrict__ dx, int64_t total, int hw) {
+  const float inv = 1.f / static_cast<float>(hw);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+    dx[i] = dy[i / hw] * inv;
+}
+
+}  // namespace
+
+void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
+  const char* op = "maxpool2d_forward";
+  check_pool(op, sh, x);
+  check_dev_f32(y, op, "y");
+  check_numel(y, int64_t{sh.n} * sh.c * sh.p() * sh.q(), op, "y");
+  PoolCache& pc = prepare(cache, sh);
+  HT_CUDNN_CHECK(cudnnPoolingForward(ctx().cudnn, pc.pool, Scalars::one(), pc.x.get(), x.raw(), Scalars::zero(),
+                                     pc.y.get(), y.raw()));
+}
+
+void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        Tensor& dx) {
+  const char* op = "maxpool2d_backward";
+  check_pool(op, sh, x);
+  const int64_t ny = int64_t{sh.n} * sh.c * sh.p() * sh.q();
+  check_dev_f32(y, op, "y");
+  check_numel(y, ny, op, "y");
+  check_dev_f32(dy, op, "dy");
+  check_numel(dy, ny, op, "dy");
+  check_dev_f32(dx, op, "dx");
+  check_numel(dx, x.numel(), op, "dx");
+  PoolCache& pc = prepare(cache, sh);
+  HT_CUDNN_CHECK(cudnnPoolingBackward(ctx().cudnn, pc.pool, Scalars::one(), pc.y.get(), y.raw(), pc.y.get(), dy.raw(),
+                                      pc.x.get(), x.raw(), Scalars::zero(), pc.x.get(), dx.raw()));
+}
+
+void global_avgpool_forward(OpCachePtr&, const Tensor& x, Tensor& y) {
+  const char* op = "global_avgpool_forward";
+  check_dev_f32(x, op, "x");
+  check_dev_f32(y, op, "y");
+  op_check(x.ndim() == 4, op, "x must be [N,C,H,W], got " + x.shape_str());
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int hw = static_cast<int>(x.dim(2) * x.dim(3));
+  op_check(hw > 0, op, "empty spatial size " + x.shape_str());
+  check_numel(y, planes, op, "y");
+  gap_forward_kernel<<<blocks_for(planes), kThreads, 0, ctx().compute>>>(static_cast<const float*>(x.raw()),
+                                                                         static_cast<float*>(y.raw()), planes, hw);
+  HT_KERNEL_CHECK();
+}
+
+void global_avgpool_backward(OpCachePtr&, const Tensor& dy, Tensor& dx) {
+  const char* op = "global_avgpool_backward";
+  check_dev_f32(dy, op, "dy");
+  check_dev_f32(dx, op, "dx");
+  op_check(dx.ndim() == 4, op, "dx must be [N,C,H,W], got " + dx.shape_str());
+  const int64_t planes = dx.dim(0) * dx.dim(1);
+  const int hw = static_cast<int>(dx.dim(2) * dx.dim(3));
+  op_check(hw > 0, op, "empty spatial size " + dx.shape_str());
+  check_numel(dy, planes, op, "dy");
+  const int64_t total = planes * hw;
+  gap_backward_kernel<<<blocks_for(total), kThreads, 0, ctx().compute>>>(static_cast<const float*>(dy.raw()),
+                                                                         static_cast<float*>(dx.raw()), total, hw);
+  HT_KERNEL_CHECK();
+}
+
+}  // namespace ht::cuda

@@ -1,0 +1,13 @@
+# Doctor, device binding, GPU environment probing, NVML monitor, trace, PyTorch interop (issue 7).
+# A fake NVIDIA driver library (tests/doctor/fake_driver.c) lets the dlopen paths of cuda/gpu_env.cpp and
+# cuda/nvml_monitor.cpp run on machines without a GPU; tests find it through HT_FAKE_DRIVER.
+add_library(ht_fake_driver SHARED ${CMAKE_CURRENT_SOURCE_DIR}/doctor/fake_driver.c)
+set_target_properties(ht_fake_driver PROPERTIES OUTPUT_NAME ht_fake_driver)
+add_dependencies(ht_unit_tests ht_fake_driver)
+target_compile_definitions(ht_unit_tests PRIVATE HT_FAKE_DRIVER="$<TARGET_FILE:ht_fake_driver>")
+add_dependencies(ht_mpi_tests ht_fake_driver hpctrain)
+
+ht_add_mpi_test(trace_np2 2 "[trace]" LABELS doctor TIMEOUT 120)
+ht_add_script_test(doctor_np2 doctor/test_doctor.py LABELS doctor TIMEOUT 180
+                   ARGS $<TARGET_FILE:ht_fake_driver>)
+# interop_torch: registered below once scripts land

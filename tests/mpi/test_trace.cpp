@@ -1,0 +1,101 @@
+// Trace across ranks (io/trace.hpp): clock alignment by ping-pong with rank 0, one merged Chrome trace
+// written by rank 0 with one process per rank, spans that nest, and step coverage by the child spans.
+#include <catch2/catch.hpp>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "io/trace.hpp"
+
+using namespace ht;
+
+namespace {
+void busy_ms(double ms) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+}  // namespace
+
+TEST_CASE("trace: two ranks merge into one Chrome trace", "[trace]") {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  Trace t;
+  t.enable(MPI_COMM_WORLD);
+  t.set_thread_name("main");
+  // Same host: CLOCK_MONOTONIC is shared, so the estimated offset must be small.
+  CHECK(std::abs(t.clock_offset_us()) < 5000);
+
+  // A barrier, then each rank stamps the time: on the aligned axis the stamps are close.
+  MPI_Barrier(MPI_COMM_WORLD);
+  int64_t stamp = t.now_us();
+  std::vector<int64_t> stamps(static_cast<size_t>(size));
+  MPI_Allgather(&stamp, 1, MPI_INT64_T, stamps.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+  auto [mn, mx] = std::minmax_element(stamps.begin(), stamps.end());
+  CHECK(*mx - *mn < 20000);  // 20 ms: generous for an oversubscribed 2-core machine
+
+  for (int step = 0; step < 3; ++step) {
+    TraceSpan s(t, "step");
+    { TraceSpan d(t, "data"); busy_ms(0.5); }
+    { TraceSpan f(t, "forward"); busy_ms(2 + rank); }
+    {
+      TraceSpan b(t, "backward");
+      for (int k = 0; k < 2; ++k) {
+        TraceSpan a(t, "allreduce", "comm", k);
+        busy_ms(0.5);
+      }
+    }
+    { TraceSpan o(t, "optimizer"); busy_ms(0.5); }
+  }
+  auto dir = std::filesystem::temp_directory_path() / "ht_trace_np";
+  if (rank == 0) std::filesystem::remove_all(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  t.write(dir.string());
+  if (rank != 0) return;
+
+  std::ifstream f(dir / "trace.json");
+  REQUIRE(f);
+  auto j = nlohmann::json::parse(f);
+  std::map<int, std::vector<nlohmann::json>> by_pid;
+  std::map<int, std::string> names;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X") by_pid[e["pid"].get<int>()].push_back(e);
+    if (e["ph"] == "M" && e["name"] == "process_name") names[e["pid"]] = e["args"]["name"];
+  }
+  REQUIRE(static_cast<int>(by_pid.size()) == size);
+  for (auto& [pid, evs] : by_pid) {
+    CHECK_THAT(names[pid], Catch::StartsWith("rank " + std::to_string(pid)));
+    CHECK(evs.size() == 3 * 7);
+    // Nesting: sorted by begin (longer first on ties), every span lies inside the enclosing open one.
+    std::sort(evs.begin(), evs.end(), [](const auto& a, const auto& b) {
+      return a["ts"] != b["ts"] ? a["ts"] < b["ts"] : a["dur"] > b["dur"];
+    });
+    std::vector<std::pair<int64_t, int64_t>> open;
+    for (const auto& e : evs) {
+      int64_t b = e["ts"], en = b + e["dur"].get<int64_t>();
+      while (!open.empty() && open.back().second <= b) open.pop_back();
+      if (!open.empty()) CHECK(en <= open.back().second);
+      open.emplace_back(b, en);
+    }
+    // Coverage: the direct children of each step cover >= 95% of it.
+    for (const auto& st : evs) {
+      if (st["name"] != "step") continue;
+      int64_t b = st["ts"], en = b + st["dur"].get<int64_t>(), covered = 0;
+      for (const auto& c : evs) {
+        std::string n = c["name"];
+        if (n == "data" || n == "forward" || n == "backward" || n == "optimizer") {
+          int64_t cb = c["ts"], ce = cb + c["dur"].get<int64_t>();
+          if (cb >= b && ce <= en) covered += ce - cb;
+        }
+      }
+      CHECK(covered >= 0.95 * (en - b));
+    }
+  }
+}
