@@ -61,12 +61,19 @@ PRESETS = {
                "what": "8 rails x 200 Gb/s InfiniBand HDR per node"},
     "ib-400": {"busbw_GBps": 8 * 50.0 * 0.9, "latency_us": 15.0,
                "what": "8 rails x 400 Gb/s InfiniBand NDR per node"},
+    # CPU clusters (ranks instead of GPUs): MPI over shared memory in a node, one NIC per node.
+    "shm": {"busbw_GBps": 10.0, "latency_us": 2.0, "what": "MPI over shared memory within a node"},
+    "ib-200x1": {"busbw_GBps": 25.0 * 0.9, "latency_us": 3.0, "what": "1 x 200 Gb/s InfiniBand per node (MPI)"},
+    "eth-25": {"busbw_GBps": 3.125 * 0.9, "latency_us": 30.0, "what": "1 x 25 Gb/s Ethernet per node (MPI over TCP)"},
 }
-# Default systems: (node fabric, network).
+# Default systems: (node fabric, network). GPU systems for GPU measurements, CPU ones for CPU.
 SYSTEMS = {
     "a100-ib200": ("nvswitch-a100", "ib-200"),
     "h100-ib400": ("nvswitch-h100", "ib-400"),
+    "cpu-ib200": ("shm", "ib-200x1"),
+    "cpu-eth25": ("shm", "eth-25"),
 }
+DEFAULT_SYSTEMS = {"cuda": ["a100-ib200", "h100-ib400"], "cpu": ["cpu-ib200", "cpu-eth25"]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,7 +342,8 @@ def main(argv=None):
         bw, lat = (float(x) for x in vals.split(","))
         fabrics[name] = {"busbw_GBps": bw, "latency_us": lat, "what": "given: --fabric %s" % spec}
     systems = {}
-    for spec in args.system or (list(SYSTEMS) + (["measured"] if allreduce else [])):
+    dev = train[0].get("device", "cpu")
+    for spec in args.system or (DEFAULT_SYSTEMS.get(dev, DEFAULT_SYSTEMS["cpu"]) + (["measured"] if allreduce else [])):
         name, _, val = spec.partition("=")
         if name == "measured" and not val:
             systems["measured"] = ("measured", "measured")
