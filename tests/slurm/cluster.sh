@@ -85,7 +85,10 @@ ht_slurm_start() {
   mungekey --create --keyfile="$d/munge/munge.key" >/dev/null 2>&1 ||
     dd if=/dev/urandom of="$d/munge/munge.key" bs=1024 count=1 status=none
   chmod 400 "$d/munge/munge.key"
-  munged -F --force --key-file="$d/munge/munge.key" --socket="$d/munge/munge.sock" \
+  # Daemons die with this shell even when it is SIGKILLed (a ctest timeout), where no trap runs.
+  local guard=()
+  setpriv --pdeathsig KILL true 2>/dev/null && guard=(setpriv --pdeathsig KILL)
+  "${guard[@]}" munged -F --force --key-file="$d/munge/munge.key" --socket="$d/munge/munge.sock" \
     --pid-file="$d/munge/munged.pid" --seed-file="$d/munge/munged.seed" \
     --log-file="$d/log/munged.log" >"$d/log/munged.out" 2>&1 &
   HT_SLURM_PIDS+=($!)
@@ -162,9 +165,9 @@ EOF
   # Jobs must not inherit a Slurm context from an enclosing allocation.
   unset SLURM_JOB_ID SLURM_JOBID SLURM_NODELIST SLURM_NTASKS SLURM_PROCID
 
-  slurmctld -D -i -f "$SLURM_CONF" >"$d/log/slurmctld.out" 2>&1 &
+  "${guard[@]}" slurmctld -D -i -f "$SLURM_CONF" >"$d/log/slurmctld.out" 2>&1 &
   HT_SLURM_PIDS+=($!)
-  slurmd -D -N localhost -f "$SLURM_CONF" >"$d/log/slurmd.out" 2>&1 &
+  "${guard[@]}" slurmd -D -N localhost -f "$SLURM_CONF" >"$d/log/slurmd.out" 2>&1 &
   HT_SLURM_PIDS+=($!)
 
   # Ready when the node is idle; give up after 30 s.
