@@ -162,6 +162,8 @@ NodeName=localhost NodeHostname=${host} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemo
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
   export SLURM_CONF="$d/slurm.conf"
+  # Jobs run as root here: let mpirun inside them (test harness only, as tests/CMakeLists.txt does).
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   # Jobs must not inherit a Slurm context from an enclosing allocation.
   unset SLURM_JOB_ID SLURM_JOBID SLURM_NODELIST SLURM_NTASKS SLURM_PROCID
 
