@@ -8,13 +8,14 @@
 namespace ht {
 int cmd_bench(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "usage: hpctrain bench allreduce|io|train [options]  (hpctrain bench <name> --help)\n";
+    std::cout << "usage: hpctrain bench allreduce|io|train|checkpoint [options]  (hpctrain bench <name> --help)\n";
     return args.empty() ? kExitUsage : kExitOk;
   }
   Args rest(args.begin() + 1, args.end());
   if (args[0] == "allreduce") return bench_allreduce(rest);
   if (args[0] == "io") return bench_io(rest);
   if (args[0] == "train") return bench_train(rest);
-  throw UsageError("hpctrain bench: unknown benchmark '" + args[0] + "' (allreduce, io, train)");
+  if (args[0] == "checkpoint") return bench_checkpoint(rest);
+  throw UsageError("hpctrain bench: unknown benchmark '" + args[0] + "' (allreduce, io, train, checkpoint)");
 }
 }  // namespace ht

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "cuda/check.hpp"
+#include "io/checkpoint.hpp"
 #include "io/dataset.hpp"
 #include "io/dataset_h5.hpp"
 #include "mpi/dist.hpp"
@@ -202,11 +203,16 @@ int inspect_file(const std::string& path) {
     }
   }
   if (format == "hpctrain-checkpoint") {
-    // ---- CHECKPOINT INSPECTION (owned by the checkpoint engineer: replace this block with
-    //      `#include "io/checkpoint.hpp"` at the top and `return inspect_checkpoint(path);`) ----
-    std::fprintf(stderr, "hpctrain inspect: %s: checkpoint inspection not available in this build\n", path.c_str());
-    return kExitUsage;
-    // ---- END CHECKPOINT INSPECTION ----
+    // Checkpoint files: io/checkpoint.cpp reads every dataset back (fletcher32) and prints the summary.
+    if (dist().rank != 0) {  // every rank validates; rank 0 prints
+      try {
+        read_checkpoint_file(path);
+        return kExitOk;
+      } catch (const UsageError&) {
+        return kExitUsage;
+      }
+    }
+    return inspect_checkpoint(path);
   }
   // Not a checkpoint: a dataset shard. open_dataset_shard names the problem when it is not a valid one.
   auto ds = open_dataset_shard(path);

@@ -14,4 +14,5 @@ int cmd_inspect(const Args& args);  // src/cli/cmd_inspect.cpp
 int bench_allreduce(const Args& args);  // src/cli/bench_allreduce.cpp
 int bench_io(const Args& args);         // src/cli/bench_io.cpp
 int bench_train(const Args& args);      // src/cli/bench_train.cpp
+int bench_checkpoint(const Args& args); // src/cli/bench_checkpoint.cpp
 }  // namespace ht

@@ -176,7 +176,9 @@ TEST_CASE("conv2d oneDNN: dx == nullptr skips backward data, same dw/db", "[conv
 }
 
 TEST_CASE("conv2d oneDNN: accumulate adds exactly into dw and db", "[conv2d][cpu]") {
-  for (auto sh : {shape(2, 3, 6, 6, 4, 3, 3, 1, 1), shape(2, 32, 6, 6, 32, 3, 3, 1, 1)}) {
+  // Covers the three plans: blocked direct, Winograd (>= 64 channels) and plain GEMM (1x1).
+  for (auto sh : {shape(2, 3, 6, 6, 4, 3, 3, 1, 1), shape(2, 32, 6, 6, 32, 3, 3, 1, 1), shape(2, 64, 4, 4, 64, 3, 3, 1, 1),
+                  shape(2, 8, 5, 5, 16, 1, 1, 2, 0)}) {
     Data d(sh, 300);
     OpCachePtr cache;
     auto x = to_tensor(d.x, {sh.n, sh.c, sh.h, sh.w});

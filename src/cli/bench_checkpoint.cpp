@@ -1,0 +1,273 @@
+// hpctrain bench checkpoint: checkpoint write time for a resnet18_cifar-sized state (parameters,
+// BatchNorm buffers and momentum: ~89 MB) against a plain write + fsync of the same bytes in the same
+// directory, and the stall a training loop sees per checkpoint with asynchronous writing.
+//
+// The training loop is simulated by a fixed amount of single-threaded arithmetic per step (calibrated
+// to --step-ms), so the measured step time also shows how much a background write slows compute.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "io/checkpoint.hpp"
+#include "io/checkpoint_writer.hpp"
+#include "src/cli/commands.hpp"
+#include "src/core/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ht {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// torchvision-style names and shapes of ResNet-18 with the CIFAR stem (3x3 conv1, no max-pool).
+std::vector<std::pair<std::string, std::vector<int64_t>>> resnet18_cifar_params(
+    std::vector<std::pair<std::string, std::vector<int64_t>>>* buffers) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> p;
+  auto bn = [&](const std::string& n, int64_t c) {
+    p.push_back({n + ".weight", {c}});
+    p.push_back({n + ".bias", {c}});
+    buffers->push_back({n + ".running_mean", {c}});
+    buffers->push_back({n + ".running_var", {c}});
+  };
+  p.push_back({"conv1.weight", {64, 3, 3, 3}});
+  bn("bn1", 64);
+  int64_t in = 64;
+  for (int layer = 1; layer <= 4; ++layer) {
+    int64_t out = 64 << (layer - 1);
+    for (int b = 0; b < 2; ++b) {
+      std::string pre = "layer" + std::to_string(layer) + "." + std::to_string(b);
+      p.push_back({pre + ".conv1.weight", {out, b == 0 ? in : out, 3, 3}});
+      bn(pre + ".bn1", out);
+      p.push_back({pre + ".conv2.weight", {out, out, 3, 3}});
+      bn(pre + ".bn2", out);
+      if (b == 0 && in != out) {
+        p.push_back({pre + ".downsample.0.weight", {out, in, 1, 1}});
+        bn(pre + ".downsample.1", out);
+      }
+    }
+    in = out;
+  }
+  p.push_back({"fc.weight", {10, 512}});
+  p.push_back({"fc.bias", {10}});
+  return p;
+}
+
+Tensor random_tensor(const std::vector<int64_t>& shape, uint32_t seed) {
+  Tensor t = Tensor::empty(shape);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& v : t.span<float>()) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    v = static_cast<float>(x) * 2.3283064e-10f - 0.5f;
+  }
+  return t;
+}
+
+CheckpointData make_state(int64_t step, int64_t* nparams) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> buffers;
+  auto params = resnet18_cifar_params(&buffers);
+  CheckpointData d;
+  uint32_t seed = 1;
+  *nparams = 0;
+  for (auto& [n, s] : params) d.tensors.emplace_back("param/" + n, random_tensor(s, seed++)), *nparams += shape_numel(s);
+  for (auto& [n, s] : buffers) d.tensors.emplace_back("buffer/" + n, random_tensor(s, seed++));
+  for (auto& [n, s] : params) d.tensors.emplace_back("momentum/" + n, random_tensor(s, seed++));
+  d.ints = {{"step", step}, {"epoch", 0}, {"step_in_epoch", step}, {"world_size", 1}, {"global_batch", 128}};
+  d.floats = {{"lr", 0.1}};
+  d.strings = {{"model", "resnet18_cifar"}};
+  return d;
+}
+
+// Deep host copy, as the trainer makes before handing the state to the writer.
+CheckpointData host_copy(const CheckpointData& src) {
+  CheckpointData d;
+  d.ints = src.ints;
+  d.floats = src.floats;
+  d.strings = src.strings;
+  d.tensors.reserve(src.tensors.size());
+  for (auto& [n, t] : src.tensors) {
+    Tensor c = Tensor::empty(t.shape());
+    c.copy_from(t);
+    d.tensors.emplace_back(n, std::move(c));
+  }
+  return d;
+}
+
+double plain_write_ms(const std::string& path, const std::vector<const Tensor*>& ts) {
+  auto t0 = Clock::now();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw RuntimeError("bench checkpoint: cannot create " + path + ": " + std::strerror(errno));
+  for (auto* t : ts) {
+    const char* p = static_cast<const char*>(t->raw());
+    size_t left = t->nbytes();
+    while (left) {
+      ssize_t w = ::write(fd, p, left);
+      if (w <= 0) {
+        ::close(fd);
+        throw RuntimeError("bench checkpoint: write " + path + ": " + std::strerror(errno));
+      }
+      p += w, left -= static_cast<size_t>(w);
+    }
+  }
+  ::fsync(fd);
+  ::close(fd);
+  double ms = ms_since(t0);
+  ::unlink(path.c_str());
+  return ms;
+}
+
+// A fixed amount of single-threaded arithmetic standing in for one training step.
+volatile float g_sink = 0;
+void fake_step(std::vector<float>& buf, int64_t iters) {
+  float acc = 0;
+  for (int64_t it = 0; it < iters; ++it)
+    for (size_t i = 0; i < buf.size(); ++i) {
+      buf[i] = buf[i] * 0.999f + 0.001f;
+      acc += buf[i];
+    }
+  g_sink = acc;
+}
+
+}  // namespace
+
+int bench_checkpoint(const Args& args) {
+  std::string dir = "/tmp/hpctrain-bench-checkpoint", out = "results/cpu/bench_checkpoint.json";
+  int repeats = 5, steps = 40, every = 8;
+  double step_ms_target = 250;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto need = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw UsageError("hpctrain bench checkpoint: " + args[i] + " needs a value");
+      return args[++i];
+    };
+    if (args[i] == "--dir") dir = need();
+    else if (args[i] == "--out") out = need();
+    else if (args[i] == "--repeats") repeats = std::stoi(need());
+    else if (args[i] == "--steps") steps = std::stoi(need());
+    else if (args[i] == "--every") every = std::stoi(need());
+    else if (args[i] == "--step-ms") step_ms_target = std::stod(need());
+    else if (args[i] == "--help" || args[i] == "-h") {
+      std::cout << "usage: hpctrain bench checkpoint [--dir DIR] [--out JSON] [--repeats N] [--steps N] "
+                   "[--every N] [--step-ms MS]\n";
+      return kExitOk;
+    } else throw UsageError("hpctrain bench checkpoint: unknown option " + args[i]);
+  }
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  int64_t nparams = 0;
+  CheckpointData state = make_state(0, &nparams);
+  std::vector<const Tensor*> ts;
+  for (auto& [n, t] : state.tensors) ts.push_back(&t);
+  size_t payload = state.payload_bytes();
+  std::cout << "state: resnet18_cifar, " << nparams << " parameters, " << state.tensors.size() << " tensors, "
+            << payload << " bytes\n";
+
+  // 1) synchronous checkpoint write vs plain write + fsync, interleaved so both see the same disk state.
+  std::vector<double> plain, ckpt, build;
+  size_t file_bytes = 0;
+  CheckpointWriteOptions opt;
+  opt.keep_last = 2;
+  plain_write_ms(dir + "/warmup.bin", ts);
+  for (int r = 0; r < repeats; ++r) {
+    plain.push_back(plain_write_ms(dir + "/plain.bin", ts));
+    auto res = write_checkpoint(dir + "/run", r + 1, state, opt);
+    ckpt.push_back(res.write_ms);
+    file_bytes = res.bytes;
+  }
+  {
+    auto t0 = Clock::now();
+    auto back = read_checkpoint_file(checkpoint_path(dir + "/run", repeats));
+    double read_ms = ms_since(t0);
+    if (back.payload_bytes() != payload) throw RuntimeError("bench checkpoint: read back a different payload");
+    build.push_back(read_ms);
+  }
+  double plain_ms = median(plain), ckpt_ms = median(ckpt);
+  std::cout << "plain write+fsync: " << plain_ms << " ms;  checkpoint write: " << ckpt_ms << " ms  (ratio "
+            << ckpt_ms / plain_ms << ");  verified read: " << build[0] << " ms\n";
+
+  // 2) simulated training with asynchronous checkpoints every `every` steps.
+  std::vector<float> buf(1 << 16, 1.f);
+  int64_t iters = 1;
+  {
+    auto t0 = Clock::now();
+    fake_step(buf, 50);
+    double per = ms_since(t0) / 50;
+    iters = std::max<int64_t>(1, static_cast<int64_t>(step_ms_target / per));
+  }
+  CheckpointWriter writer(dir + "/async", opt, true);
+  std::vector<double> step_idle, step_writing, copy_ms, stall_ms;
+  for (int s = 1; s <= steps; ++s) {
+    bool writing = writer.busy();
+    auto t0 = Clock::now();
+    fake_step(buf, iters);
+    (writing ? step_writing : step_idle).push_back(ms_since(t0));
+    if (s % every == 0) {
+      auto c0 = Clock::now();
+      CheckpointData copy = host_copy(state);
+      copy.ints["step"] = s;
+      copy_ms.push_back(ms_since(c0));
+      stall_ms.push_back(writer.save(s, std::move(copy)).stall_ms);
+    }
+  }
+  writer.wait();
+  std::vector<double> async_write;
+  for (auto& r : writer.take_completed()) async_write.push_back(r.write_ms);
+  double step_ms = median(step_idle);
+  std::cout << "simulated step: " << step_ms << " ms idle, " << median(step_writing)
+            << " ms while a write runs;  host copy " << median(copy_ms) << " ms;  save() stall "
+            << median(stall_ms) << " ms (" << 100 * median(stall_ms) / step_ms << "% of a step)\n";
+
+  nlohmann::json j;
+  j["benchmark"] = "checkpoint";
+  j["command"] = "hpctrain bench checkpoint --dir " + dir + " --repeats " + std::to_string(repeats) + " --steps " +
+                 std::to_string(steps) + " --every " + std::to_string(every) + " --step-ms " +
+                 std::to_string(static_cast<int>(step_ms_target));
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  j["host"] = host;
+  j["cores"] = std::thread::hardware_concurrency();
+  j["state"] = {{"model", "resnet18_cifar"}, {"parameters", nparams}, {"tensors", state.tensors.size()},
+                {"payload_bytes", payload}, {"file_bytes", file_bytes}};
+  j["write"] = {{"repeats", repeats},
+                {"plain_write_fsync_ms", plain},
+                {"checkpoint_write_ms", ckpt},
+                {"plain_write_fsync_ms_median", plain_ms},
+                {"checkpoint_write_ms_median", ckpt_ms},
+                {"ratio_checkpoint_over_plain", ckpt_ms / plain_ms},
+                {"plain_MB_per_s", payload / 1e3 / plain_ms},
+                {"checkpoint_MB_per_s", file_bytes / 1e3 / ckpt_ms},
+                {"verified_read_ms", build[0]}};
+  j["async"] = {{"steps", steps},
+                {"every_steps", every},
+                {"step_ms_idle_median", step_ms},
+                {"step_ms_while_writing_median", median(step_writing)},
+                {"host_copy_ms", copy_ms},
+                {"save_stall_ms", stall_ms},
+                {"save_stall_ms_median", median(stall_ms)},
+                {"stall_percent_of_step", 100 * median(stall_ms) / step_ms},
+                {"background_write_ms", async_write}};
+  if (!out.empty()) {
+    fs::path op(out);
+    if (op.has_parent_path()) fs::create_directories(op.parent_path());
+    std::ofstream f(out);
+    f << j.dump(2) << "\n";
+    std::cout << "wrote " << out << "\n";
+  }
+  fs::remove_all(dir);
+  return kExitOk;
+}
+
+}  // namespace ht

@@ -1,0 +1,106 @@
+#include "src/train/signals.hpp"
+
+#include <mpi.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstring>
+#include <map>
+
+#include "cuda/check.hpp"
+#include "src/core/error.hpp"
+
+namespace ht {
+namespace {
+
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal flag must be lock-free");
+
+struct Saved {
+  int signo;
+  struct sigaction old;
+};
+std::vector<Saved> g_saved;
+
+extern "C" void ht_stop_handler(int signo) {
+  int expected = 0;
+  g_signal.compare_exchange_strong(expected, signo);  // keep the first; lock-free atomics are signal-safe
+}
+
+const std::map<std::string, int>& signal_names() {
+  static const std::map<std::string, int> m = {{"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+                                               {"INT", SIGINT},   {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+                                               {"XCPU", SIGXCPU}, {"ALRM", SIGALRM}, {"CONT", SIGCONT}};
+  return m;
+}
+
+}  // namespace
+
+std::vector<int> parse_signal_list(const std::string& list) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
+    item.erase(std::remove_if(item.begin(), item.end(), ::isspace), item.end());
+    if (item.empty()) continue;
+    std::string up = item;
+    for (auto& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (up.rfind("SIG", 0) == 0) up = up.substr(3);
+    int signo = 0;
+    if (std::all_of(up.begin(), up.end(), ::isdigit)) {
+      signo = std::stoi(up);
+    } else if (auto it = signal_names().find(up); it != signal_names().end()) {
+      signo = it->second;
+    }
+    if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
+      throw UsageError("checkpoint.signals = " + list + ": '" + item +
+                       "' is not a signal that can be caught (use names like TERM, USR1, USR2, INT, HUP, XCPU)");
+    if (std::find(out.begin(), out.end(), signo) == out.end()) out.push_back(signo);
+  }
+  return out;
+}
+
+void install_stop_signals(const std::string& list) {
+  auto sigs = parse_signal_list(list);
+  restore_stop_signals();
+  for (int s : sigs) {
+    struct sigaction sa {};
+    sa.sa_handler = ht_stop_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    Saved sv{s, {}};
+    if (sigaction(s, &sa, &sv.old) != 0)
+      throw RuntimeError("sigaction(" + std::to_string(s) + "): " + std::strerror(errno));
+    g_saved.push_back(sv);
+  }
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  Saved sv{SIGXFSZ, {}};
+  if (sigaction(SIGXFSZ, &ign, &sv.old) == 0) g_saved.push_back(sv);
+}
+
+void restore_stop_signals() {
+  for (auto it = g_saved.rbegin(); it != g_saved.rend(); ++it) sigaction(it->signo, &it->old, nullptr);
+  g_saved.clear();
+}
+
+bool stop_requested() { return g_signal.load(std::memory_order_relaxed) != 0; }
+int stop_signal() { return g_signal.load(std::memory_order_relaxed); }
+void clear_stop_request() { g_signal.store(0); }
+
+uint32_t agree_step_flags(uint32_t local) {
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (!inited || finalized) return local;
+  uint32_t out = 0;
+  HT_MPI_CHECK(MPI_Allreduce(&local, &out, 1, MPI_UINT32_T, MPI_BOR, MPI_COMM_WORLD));
+  return out;
+}
+
+}  // namespace ht

@@ -1,0 +1,40 @@
+#pragma once
+// Preemption signals (checkpoint.signals, default "TERM,USR1"). The handler only records the signal
+// in a lock-free atomic (async-signal-safe); the trainer polls it at each step boundary, agrees on it
+// across ranks (agree_step_flags), saves a checkpoint and exits with code 75. A second signal while
+// the checkpoint is being written only sets the flag again, so it cannot interrupt or corrupt the save.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ht {
+
+/// Signal numbers for a comma-separated list of names ("TERM,USR1", "SIGUSR2", "15"). Throws
+/// UsageError naming checkpoint.signals and the bad entry.
+std::vector<int> parse_signal_list(const std::string& list);
+
+/// Installs the flag-setting handler for `list` (SA_RESTART, so interrupted system calls resume)
+/// and ignores SIGXFSZ, so that writing past a file-size limit (ulimit -f) fails with EFBIG and is
+/// reported instead of killing the process. Calling it again replaces the set.
+void install_stop_signals(const std::string& list);
+/// Restores the dispositions saved by install_stop_signals.
+void restore_stop_signals();
+
+/// True once a configured signal arrived on this process.
+bool stop_requested();
+/// The first signal received (0 when none).
+int stop_signal();
+/// Clears the flag (tests).
+void clear_stop_request();
+
+/// Bits agreed at a step boundary (OR over ranks).
+enum StepFlag : uint32_t {
+  kFlagStop = 1u << 0,        ///< a stop signal arrived on some rank
+  kFlagCheckpoint = 1u << 1,  ///< a time-based checkpoint is due (rank 0's clock)
+  kFlagWriteFailed = 1u << 2, ///< rank 0's background checkpoint write failed
+};
+/// OR of `local` over all ranks (one MPI_Allreduce with MPI_BOR on MPI_COMM_WORLD); every rank must
+/// call it at the same step boundary. Without MPI initialised, returns `local`.
+uint32_t agree_step_flags(uint32_t local);
+
+}  // namespace ht
