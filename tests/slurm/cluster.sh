@@ -78,7 +78,7 @@ ht_slurm_start() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   local d=$HT_SLURM_DIR
-  mkdir -p "$d"/{munge,log,state,spool/localhost,run}
+  mkdir -p "$d"/{munge,log,state,spool/localhost,run,tmp}
   chmod 700 "$d/munge"
 
   # munged: own key, socket, pid and seed files. --force tolerates a world-writable /tmp parent.
@@ -112,6 +112,10 @@ ht_slurm_start() {
   # pin its address to loopback.
   host=$(hostname -s)
   : >"$d/plugstack.conf"
+  # PMIx puts per-step directories named after uid, job and step ids (spmix_appdir_0_1.0) under
+  # TmpFS (/tmp by default): every fresh cluster numbers jobs from 1, so concurrent or leftover
+  # clusters would collide there. Both go into the private directory.
+  echo "PMIxCliTmpDirBase=${d}/tmp" >"$d/mpi.conf"
   # Countable GPUs without device files, so scripts that ask for --gpus-per-node run unchanged.
   # slurmd drops file-less GPUs and wants device files: each gets a null character device
   # (an empty file where mknod is not allowed; slurmd then logs an error but counts it).
@@ -129,6 +133,7 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=${d}/munge/munge.sock,cred_expire=10
 StateSaveLocation=${d}/state
+TmpFS=${d}/tmp
 SlurmdSpoolDir=${d}/spool/%n
 SlurmctldPidFile=${d}/run/slurmctld.pid
 SlurmdPidFile=${d}/run/slurmd-%n.pid
