@@ -1,11 +1,95 @@
-// hpctrain bench train: placeholder until its issue lands; exits 1 so nothing mistakes it for success.
+// hpctrain bench train [--warmup N] [--steps N] [--out FILE] [--section.key value ...]:
+// steady-state training throughput on synthetic data (unless data.dir is given), any model. It runs
+// the real trainer for warmup + steps optimizer steps and reports the mean of the timed steps:
+// images/s (global) and the per-part step times, as JSON (rank 0).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
+#include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
+#include "src/core/config.hpp"
+#include "src/train/trainer.hpp"
 
 namespace ht {
-int bench_train(const Args&) {
-  std::cerr << "hpctrain bench train: not implemented yet\n";
-  return 1;
+
+int bench_train(const Args& args) {
+  int64_t warmup = 5, steps = 20;
+  std::string out;
+  Args rest;
+  bool synthetic_given = false, dir_given = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw UsageError("hpctrain bench train: " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: hpctrain bench train [--warmup N] [--steps N] [--out FILE] [--config FILE] [--section.key v ...]\n"
+                   "  synthetic data unless --data.dir is given; every train config key is accepted\n";
+      return kExitOk;
+    }
+    if (a == "--warmup") warmup = std::stoll(value());
+    else if (a == "--steps") steps = std::stoll(value());
+    else if (a == "--out") out = value();
+    else {
+      if (a == "--data.synthetic") synthetic_given = true;
+      if (a == "--data.dir") dir_given = true;
+      rest.push_back(a);
+    }
+  }
+  if (steps <= 0 || warmup < 0) throw UsageError("hpctrain bench train: --steps must be > 0 and --warmup >= 0");
+  if (!synthetic_given && !dir_given) rest.insert(rest.end(), {"--data.synthetic", "true"});
+  const std::string run_dir = (std::filesystem::temp_directory_path() / ("hpctrain-bench-" + std::to_string(::getpid()))).string();
+  rest.insert(rest.end(), {"--train.eval", "false", "--train.epochs", "0", "--train.max_steps",
+                           std::to_string(warmup + steps), "--checkpoint.every_steps", "0", "--checkpoint.every_minutes",
+                           "0", "--train.log_every_steps", "1000000"});
+  // The run directory is the bench's own scratch space unless the caller gave one.
+  bool has_dir = false;
+  for (const auto& a : rest) has_dir = has_dir || a == "--run.dir";
+  if (!has_dir) rest.insert(rest.end(), {"--run.dir", run_dir, "--run.fresh", "true"});
+  Config cfg = parse_config(rest);
+  if (cfg.data.synthetic && cfg.data.synthetic_samples < cfg.train.global_batch * (warmup + steps))
+    cfg.data.synthetic_samples = cfg.train.global_batch * (warmup + steps);
+  Trainer trainer(cfg);
+  trainer.run();
+  if (dist().rank == 0) {
+    std::ifstream in(std::filesystem::path(cfg.run.dir) / "metrics.jsonl");
+    std::string line;
+    std::vector<nlohmann::json> recs;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      if (j["event"] == "step" && j["step"].get<int64_t>() > warmup) recs.push_back(j);
+    }
+    nlohmann::json res = {{"benchmark", "train"}, {"model", cfg.model.name}, {"device", cfg.train.device},
+                          {"world_size", dist().world_size}, {"global_batch", cfg.train.global_batch},
+                          {"micro_batch", trainer.micro_batch()}, {"accumulation_steps", cfg.train.accumulation_steps},
+                          {"threads_per_rank", cfg.train.threads}, {"warmup_steps", warmup}, {"timed_steps", recs.size()},
+                          {"height", cfg.data.synthetic_height}, {"width", cfg.data.synthetic_width},
+                          {"parameters", trainer.model().params().num_params()}};
+    for (const char* k : {"step_ms", "data_ms", "forward_ms", "backward_ms", "allreduce_ms", "optimizer_ms"}) {
+      double s = 0;
+      for (const auto& r : recs) s += r[k].get<double>();
+      res[k] = recs.empty() ? 0.0 : s / static_cast<double>(recs.size());
+    }
+    res["images_per_s"] = res["step_ms"].get<double>() > 0 ? cfg.train.global_batch / (res["step_ms"].get<double>() / 1000) : 0.0;
+    std::printf("bench train: %s, world_size %d, global batch %d: %.1f images/s (step %.2f ms: data %.2f forward %.2f "
+                "backward %.2f allreduce %.2f optimizer %.2f)\n",
+                cfg.model.name.c_str(), dist().world_size, cfg.train.global_batch, res["images_per_s"].get<double>(),
+                res["step_ms"].get<double>(), res["data_ms"].get<double>(), res["forward_ms"].get<double>(),
+                res["backward_ms"].get<double>(), res["allreduce_ms"].get<double>(), res["optimizer_ms"].get<double>());
+    if (!out.empty()) {
+      std::filesystem::path p(out);
+      if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+      std::ofstream(out) << res.dump(2) << "\n";
+    }
+    if (!has_dir) std::filesystem::remove_all(run_dir);
+  }
+  return kExitOk;
 }
+
 }  // namespace ht

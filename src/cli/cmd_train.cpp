@@ -1,11 +1,29 @@
-// hpctrain train: placeholder until its issue lands; exits 1 so nothing mistakes it for success.
+// hpctrain train --config FILE [--section.key value ...]: train (src/train/trainer.cpp).
 #include <iostream>
 
+#include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
+#include "src/core/config.hpp"
+#include "src/train/trainer.hpp"
 
 namespace ht {
-int cmd_train(const Args&) {
-  std::cerr << "hpctrain train: not implemented yet\n";
-  return 1;
+
+int cmd_train(const Args& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      if (dist().rank == 0) {
+        std::cout << "usage: hpctrain train --config FILE [--section.key value ...]\nkeys:\n";
+        for (const auto& k : config_keys()) std::cout << "  --" << k << "\n";
+      }
+      return kExitOk;
+    }
+  std::vector<std::string> extra;
+  Config cfg = parse_config(args, &extra);
+  if (!extra.empty()) throw UsageError("hpctrain train: unknown argument '" + extra[0] + "'");
+  if (dist().rank == 0) std::cout << "# effective config\n" << to_ini(cfg) << std::flush;
+  Trainer trainer(cfg);
+  TrainSummary s = trainer.run();
+  return s.exit_code;
 }
+
 }  // namespace ht

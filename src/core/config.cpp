@@ -74,6 +74,7 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("dist.bucket_mb", c.dist.bucket_mb, "gradient bucket size in MB");
   f("dist.allow_shared_gpu", c.dist.allow_shared_gpu, "allow two ranks on one GPU");
   f("dist.timeout_s", c.dist.timeout_s, "NCCL init and collective time limit");
+  f("dist.check_replicas_every", c.dist.check_replicas_every, "verify identical parameters on all ranks every N steps");
   f("trace.enabled", c.trace.enabled, "write a Chrome trace");
   f("cuda.workspace_mb", c.cuda.workspace_mb, "cuDNN workspace cap per convolution");
 }

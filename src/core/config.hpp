@@ -75,6 +75,7 @@ struct Config {
     double bucket_mb = 25;             ///< gradient bucket size in MB
     bool allow_shared_gpu = false;     ///< two ranks on one GPU: gradients over MPI, not NCCL
     double timeout_s = 300;            ///< NCCL init and collective time limit
+    int64_t check_replicas_every = 0;  ///< every N steps verify all ranks hold identical parameters (0 = off)
   } dist;
   struct Trace {
     bool enabled = false;              ///< Chrome trace (trace.json) of every rank's spans

@@ -7,7 +7,8 @@
 
 namespace ht {
 
-HT_HD float relu_fwd(float x) { return x > 0.f ? x : 0.f; }
+/// NaN propagates (as in PyTorch), so a poisoned input is detected rather than hidden.
+HT_HD float relu_fwd(float x) { return x < 0.f ? 0.f : x; }
 /// ReLU gradient from the output (y > 0 exactly where x > 0).
 HT_HD float relu_bwd(float y, float dy) { return y > 0.f ? dy : 0.f; }
 /// True for NaN and +-Inf. Written as a comparison (NaN compares false) so that it needs no

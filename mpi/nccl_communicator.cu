@@ -1,0 +1,234 @@
+// NcclCommunicator: the Communicator over NCCL for one GPU per rank (declared through
+// make_nccl_communicator in mpi/nccl_communicator.hpp).
+//
+// - One communicator over all ranks of MPI_COMM_WORLD; rank 0 makes the ncclUniqueId, MPI_Bcast
+//   hands it to the others. Initialisation is non-blocking (ncclConfig_t.blocking = 0) and polled
+//   with ncclCommGetAsyncError under the time limit, so a rank that never arrives cannot hang the rest.
+// - Collectives run on a dedicated communication stream. start_allreduce_average records an event
+//   on the compute stream (the bucket's gradients are ready once the work issued so far is done),
+//   makes the communication stream wait on it and enqueues ncclAllReduce(ncclAvg) in place, so the
+//   reduction overlaps the rest of backward. wait_all records an event on the communication stream,
+//   polls it under the time limit (checking ncclCommGetAsyncError between polls) and makes the
+//   compute stream wait on it, so the optimizer step sees the averaged gradients.
+// - Time limit: on expiry, or on an asynchronous NCCL error, ncclCommAbort and RuntimeError naming
+//   the rank, the operation, the NCCL_* settings and the NCCL_DEBUG=INFO hint
+//   (cuda/poll_deadline.hpp). Every later call throws, since the communicator is gone.
+#include <mpi.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+#include "cuda/check.hpp"
+#include "cuda/cuda_context.hpp"
+#include "cuda/poll_deadline.hpp"
+#include "mpi/nccl_communicator.hpp"
+
+namespace ht {
+namespace {
+
+std::string host_name() {
+  char h[256] = {0};
+  gethostname(h, sizeof(h) - 1);
+  return h;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  explicit NcclCommunicator(double timeout_s) : timeout_s_(timeout_s), host_(host_name()) {
+    HT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+    HT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_));
+    cuda::Context& cx = cuda::ctx();
+    compute_ = cx.compute;
+    HT_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    HT_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    HT_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (rank_ == 0) HT_NCCL_CHECK(ncclGetUniqueId(&id));
+    HT_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t rc = ncclCommInitRankConfig(&comm_, world_, id, rank_, &config);
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+      if (comm_) ncclCommAbort(comm_);
+      comm_ = nullptr;
+      fail("initialisation (ncclCommInitRankConfig)", std::string("NCCL error: ") + ncclGetErrorString(rc));
+    }
+    settle("initialisation (ncclCommInitRankConfig over " + std::to_string(world_) + " ranks)");
+  }
+
+  ~NcclCommunicator() override {
+    if (comm_) {
+      // Flush, then destroy; a communicator that does not finalise in bounded time is aborted.
+      (void)ncclCommFinalize(comm_);
+      const bool ok = poll_with_deadline(
+          [&] {
+            ncclResult_t st = ncclSuccess;
+            if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess) return true;
+            return st != ncclInProgress;
+          },
+          timeout_s_ > 0 ? timeout_s_ : 30.0);
+      if (ok) ncclCommDestroy(comm_);
+      else ncclCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    if (done_) cudaEventDestroy(done_);
+    if (ready_) cudaEventDestroy(ready_);
+    if (comm_stream_) cudaStreamDestroy(comm_stream_);
+  }
+
+  std::string name() const override { return "nccl"; }
+  Device device() const override { return Device::cuda; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+
+  void allreduce_sum(std::span<float> data) override {
+    enqueue_allreduce(data, ncclSum, "allreduce_sum");
+    wait("allreduce_sum of " + std::to_string(data.size()) + " floats");
+  }
+  void allreduce_average(std::span<float> data) override {
+    enqueue_allreduce(data, ncclAvg, "allreduce_average");
+    wait("allreduce_average of " + std::to_string(data.size()) + " floats");
+  }
+  void broadcast(std::span<float> data, int root) override {
+    const std::string op = "broadcast from rank " + std::to_string(root) + " of " + std::to_string(data.size()) +
+                           " floats";
+    if (root < 0 || root >= world_) throw RuntimeError("NCCL " + op + ": root outside [0, " + std::to_string(world_) + ")");
+    order_after_compute();
+    check_usable(op);
+    ncclResult_t rc = ncclBroadcast(data.data(), data.data(), data.size(), ncclFloat, root, comm_, comm_stream_);
+    after_enqueue(rc, op);
+    ++pending_;
+    wait(op);
+  }
+
+  void start_allreduce_average(std::span<float> data) override {
+    enqueue_allreduce(data, ncclAvg, "allreduce_average");
+    ++pending_;
+    pending_floats_ += data.size();
+  }
+
+  double wait_all() override {
+    if (pending_ == 0) return 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    wait("allreduce_average (" + std::to_string(pending_) + " started operation(s), " +
+         std::to_string(pending_floats_) + " floats)");
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+ private:
+  void check_usable(const std::string& op) const {
+    if (!comm_)
+      throw RuntimeError("NCCL " + op + " on rank " + std::to_string(rank_) +
+                         ": the communicator was aborted after an earlier failure");
+  }
+
+  // The communication stream waits for everything issued on the compute stream so far.
+  void order_after_compute() {
+    HT_CUDA_CHECK(cudaEventRecord(ready_, compute_));
+    HT_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
+  }
+
+  void enqueue_allreduce(std::span<float> data, ncclRedOp_t op, const char* what) {
+    const std::string name = std::string(what) + " of " + std::to_string(data.size()) + " floats";
+    check_usable(name);
+    order_after_compute();
+    ncclResult_t rc = ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat, op, comm_, comm_stream_);
+    after_enqueue(rc, name);
+  }
+
+  // A non-blocking communicator may answer ncclInProgress: the call is complete only once
+  // ncclCommGetAsyncError no longer reports it.
+  void after_enqueue(ncclResult_t rc, const std::string& op) {
+    if (rc != ncclSuccess && rc != ncclInProgress) fail(op, std::string("NCCL error: ") + ncclGetErrorString(rc));
+    if (rc == ncclInProgress) settle(op);
+  }
+
+  // Polls the communicator's state until it leaves ncclInProgress, under the time limit.
+  void settle(const std::string& op) {
+    ncclResult_t st = ncclInProgress;
+    const bool ok = poll_with_deadline(
+        [&] {
+          ncclResult_t rc = ncclCommGetAsyncError(comm_, &st);
+          if (rc != ncclSuccess) st = rc;
+          return st != ncclInProgress;
+        },
+        timeout_s_);
+    if (!ok) timeout(op);
+    if (st != ncclSuccess) fail(op, std::string("NCCL asynchronous error: ") + ncclGetErrorString(st));
+  }
+
+  // Waits (polling) for all work on the communication stream, then orders the compute stream after it.
+  void wait(const std::string& op) {
+    HT_CUDA_CHECK(cudaEventRecord(done_, comm_stream_));
+    cudaError_t cerr = cudaSuccess;
+    ncclResult_t st = ncclSuccess;
+    const bool ok = poll_with_deadline(
+        [&] {
+          cudaError_t q = cudaEventQuery(done_);
+          if (q == cudaSuccess) return true;
+          if (q != cudaErrorNotReady) {
+            cerr = q;
+            return true;
+          }
+          ncclResult_t rc = ncclCommGetAsyncError(comm_, &st);
+          if (rc != ncclSuccess) st = rc;
+          return st != ncclSuccess && st != ncclInProgress;
+        },
+        timeout_s_, 200);
+    if (!ok) timeout(op);
+    if (cerr != cudaSuccess) {
+      pending_ = 0;
+      fail(op, std::string("CUDA error: ") + cudaGetErrorName(cerr) + ": " + cudaGetErrorString(cerr));
+    }
+    if (st != ncclSuccess && st != ncclInProgress)
+      fail(op, std::string("NCCL asynchronous error: ") + ncclGetErrorString(st));
+    HT_CUDA_CHECK(cudaStreamWaitEvent(compute_, done_, 0));
+    pending_ = 0;
+    pending_floats_ = 0;
+  }
+
+  [[noreturn]] void timeout(const std::string& op) {
+    abort_comm();
+    throw RuntimeError(nccl_timeout_message(rank_, host_, op, timeout_s_, nccl_settings_text()));
+  }
+
+  [[noreturn]] void fail(const std::string& op, const std::string& cause) {
+    abort_comm();
+    std::ostringstream os;
+    os << "NCCL " << op << " failed on rank " << rank_ << " (" << host_ << "): " << cause
+       << ". The communicator was aborted. NCCL settings in effect: " << nccl_settings_text()
+       << ". Rerun with NCCL_DEBUG=INFO to see the cause.";
+    throw RuntimeError(os.str());
+  }
+
+  void abort_comm() {
+    if (comm_) ncclCommAbort(comm_);
+    comm_ = nullptr;
+    pending_ = 0;
+    pending_floats_ = 0;
+  }
+
+  double timeout_s_;
+  std::string host_;
+  int rank_ = 0, world_ = 1;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t compute_ = nullptr;
+  cudaStream_t comm_stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  int pending_ = 0;
+  size_t pending_floats_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s) {
+  return std::make_unique<NcclCommunicator>(timeout_s);
+}
+
+}  // namespace ht

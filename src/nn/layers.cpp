@@ -1,0 +1,244 @@
+#include "src/nn/layers.hpp"
+
+#include "src/ops/elementwise.hpp"
+
+namespace ht {
+
+// ---- Conv2d -------------------------------------------------------------------------------------
+Conv2d::Conv2d(ParamStore& ps, std::string n, int ic, int oc, int k, int s, int p, bool bias)
+    : in_ch(ic), out_ch(oc), kernel(k), stride(s), pad(p), has_bias(bias), ps_(&ps) {
+  name = std::move(n);
+  iw_ = ps.add_param(name + ".weight", {oc, ic, k, k}, ParamKind::conv_weight, int64_t{ic} * k * k,
+                     int64_t{oc} * k * k, &w_, &dw_);
+  if (bias) ib_ = ps.add_param(name + ".bias", {oc}, ParamKind::bias, int64_t{ic} * k * k, oc, &b_, &db_);
+}
+
+const Tensor& Conv2d::forward(const Tensor& x, const PassOptions&) {
+  x_ = x;
+  sh_ = Conv2dShape{static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)), static_cast<int>(x.dim(2)),
+                    static_cast<int>(x.dim(3)), out_ch, kernel, kernel, stride, pad};
+  y_.ensure({sh_.n, out_ch, sh_.p(), sh_.q()}, DType::f32, x.device());
+  conv2d_forward(cache_, sh_, x, w_, has_bias ? &b_ : nullptr, y_);
+  return y_;
+}
+
+const Tensor& Conv2d::backward(const Tensor& dy, const PassOptions& o) {
+  if (o.need_input_grad) dx_.ensure(x_.shape(), DType::f32, x_.device());
+  conv2d_backward(cache_, sh_, x_, w_, dy, o.need_input_grad ? &dx_ : nullptr, dw_, has_bias ? &db_ : nullptr,
+                  o.accumulate);
+  if (has_bias) ps_->grad_ready(ib_);
+  ps_->grad_ready(iw_);
+  return dx_;
+}
+
+// ---- BatchNorm2d --------------------------------------------------------------------------------
+BatchNorm2d::BatchNorm2d(ParamStore& ps, std::string n, int c) : ps_(&ps), c_(c) {
+  name = std::move(n);
+  ig_ = ps.add_param(name + ".weight", {c}, ParamKind::bn_weight, c, c, &gamma_, &dgamma_);
+  ib_ = ps.add_param(name + ".bias", {c}, ParamKind::bn_bias, c, c, &beta_, &dbeta_);
+  ps.add_buffer(name + ".running_mean", {c}, 0.f, &rmean_);
+  ps.add_buffer(name + ".running_var", {c}, 1.f, &rvar_);
+}
+
+const Tensor& BatchNorm2d::forward(const Tensor& x, const PassOptions& o) {
+  x_ = x;
+  sh_.n = static_cast<int>(x.dim(0));
+  sh_.c = c_;
+  sh_.h = static_cast<int>(x.dim(2));
+  sh_.w = static_cast<int>(x.dim(3));
+  y_.ensure(x.shape(), DType::f32, x.device());
+  if (o.training) {
+    smean_.ensure({c_}, DType::f32, x.device());
+    sinv_.ensure({c_}, DType::f32, x.device());
+    batchnorm2d_forward_train(cache_, sh_, x, gamma_, beta_, y_, rmean_, rvar_, smean_, sinv_);
+  } else {
+    batchnorm2d_forward_infer(cache_, sh_, x, gamma_, beta_, rmean_, rvar_, y_);
+  }
+  return y_;
+}
+
+const Tensor& BatchNorm2d::backward(const Tensor& dy, const PassOptions& o) {
+  dx_.ensure(x_.shape(), DType::f32, x_.device());
+  batchnorm2d_backward(cache_, sh_, x_, dy, gamma_, smean_, sinv_, dx_, dgamma_, dbeta_, o.accumulate);
+  ps_->grad_ready(ib_);
+  ps_->grad_ready(ig_);
+  return dx_;
+}
+
+// ---- ReLU ---------------------------------------------------------------------------------------
+const Tensor& ReLU::forward(const Tensor& x, const PassOptions&) {
+  y_.ensure(x.shape(), DType::f32, x.device());
+  relu_forward(x, y_);
+  return y_;
+}
+
+const Tensor& ReLU::backward(const Tensor& dy, const PassOptions&) {
+  dx_.ensure(y_.shape(), DType::f32, y_.device());
+  relu_backward(y_, dy, dx_);
+  return dx_;
+}
+
+// ---- MaxPool2d ----------------------------------------------------------------------------------
+MaxPool2d::MaxPool2d(std::string n, int k, int s, int p) : k_(k), s_(s), p_(p) { name = std::move(n); }
+
+const Tensor& MaxPool2d::forward(const Tensor& x, const PassOptions&) {
+  x_ = x;
+  sh_ = PoolShape{static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)), static_cast<int>(x.dim(2)),
+                  static_cast<int>(x.dim(3)), k_, s_, p_};
+  y_.ensure({sh_.n, sh_.c, sh_.p(), sh_.q()}, DType::f32, x.device());
+  maxpool2d_forward(cache_, sh_, x, y_);
+  return y_;
+}
+
+const Tensor& MaxPool2d::backward(const Tensor& dy, const PassOptions&) {
+  dx_.ensure(x_.shape(), DType::f32, x_.device());
+  maxpool2d_backward(cache_, sh_, x_, y_, dy, dx_);
+  return dx_;
+}
+
+// ---- GlobalAvgPool / Flatten --------------------------------------------------------------------
+const Tensor& GlobalAvgPool::forward(const Tensor& x, const PassOptions&) {
+  in_shape_ = x.shape();
+  y_.ensure({x.dim(0), x.dim(1)}, DType::f32, x.device());
+  global_avgpool_forward(cache_, x, y_);
+  return y_;
+}
+
+const Tensor& GlobalAvgPool::backward(const Tensor& dy, const PassOptions&) {
+  dx_.ensure(in_shape_, DType::f32, dy.device());
+  global_avgpool_backward(cache_, dy, dx_);
+  return dx_;
+}
+
+const Tensor& Flatten::forward(const Tensor& x, const PassOptions&) {
+  in_shape_ = x.shape();
+  y_ = x.view({x.dim(0), x.numel() / x.dim(0)});
+  return y_;
+}
+
+const Tensor& Flatten::backward(const Tensor& dy, const PassOptions&) {
+  dx_ = dy.view(in_shape_);
+  return dx_;
+}
+
+// ---- Linear -------------------------------------------------------------------------------------
+Linear::Linear(ParamStore& ps, std::string n, int i, int o, bool bias) : in(i), out(o), ps_(&ps) {
+  name = std::move(n);
+  iw_ = ps.add_param(name + ".weight", {o, i}, ParamKind::linear_weight, i, o, &w_, &dw_);
+  if (bias) ib_ = ps.add_param(name + ".bias", {o}, ParamKind::bias, i, o, &b_, &db_);
+}
+
+const Tensor& Linear::forward(const Tensor& x, const PassOptions&) {
+  x_ = x;
+  y_.ensure({x.dim(0), out}, DType::f32, x.device());
+  linear_forward(cache_, LinearShape{static_cast<int>(x.dim(0)), in, out}, x, w_, ib_ >= 0 ? &b_ : nullptr, y_);
+  return y_;
+}
+
+const Tensor& Linear::backward(const Tensor& dy, const PassOptions& o) {
+  if (o.need_input_grad) dx_.ensure(x_.shape(), DType::f32, x_.device());
+  linear_backward(cache_, LinearShape{static_cast<int>(x_.dim(0)), in, out}, x_, w_, dy,
+                  o.need_input_grad ? &dx_ : nullptr, dw_, ib_ >= 0 ? &db_ : nullptr, o.accumulate);
+  if (ib_ >= 0) ps_->grad_ready(ib_);
+  ps_->grad_ready(iw_);
+  return dx_;
+}
+
+// ---- Sequential ---------------------------------------------------------------------------------
+const Tensor& Sequential::forward(const Tensor& x, const PassOptions& o) {
+  const Tensor* cur = &x;
+  for (auto& l : layers) cur = &l->forward(*cur, o);
+  return *cur;
+}
+
+const Tensor& Sequential::backward(const Tensor& dy, const PassOptions& o) {
+  const Tensor* cur = &dy;
+  PassOptions inner = o;
+  for (size_t i = layers.size(); i-- > 0;) {
+    inner.need_input_grad = i > 0 ? true : o.need_input_grad;
+    cur = &layers[i]->backward(*cur, inner);
+  }
+  return *cur;
+}
+
+// ---- Residual blocks ----------------------------------------------------------------------------
+namespace {
+const Tensor& residual_forward(Sequential& main, Sequential* down, ReLU& out_relu, Tensor& sum, const Tensor& x,
+                               const PassOptions& o) {
+  const Tensor& m = main.forward(x, o);
+  const Tensor& s = down ? down->forward(x, o) : x;
+  sum.ensure(m.shape(), DType::f32, m.device());
+  add_forward(m, s, sum);
+  return out_relu.forward(sum, o);
+}
+
+// The shortcut goes first so that gradients become final in reverse registration order, which
+// lets the gradient buckets start as early as possible.
+const Tensor& residual_backward(Sequential& main, Sequential* down, ReLU& out_relu, Tensor& dx, const Tensor& dy,
+                                const PassOptions& o) {
+  const Tensor& ds = out_relu.backward(dy, o);
+  PassOptions inner = o;
+  inner.need_input_grad = true;
+  if (down) {
+    const Tensor& dd = down->backward(ds, inner);
+    const Tensor& dm = main.backward(ds, inner);
+    dx.ensure(dm.shape(), DType::f32, dm.device());
+    add_forward(dm, dd, dx);
+  } else {
+    const Tensor& dm = main.backward(ds, inner);
+    dx.ensure(dm.shape(), DType::f32, dm.device());
+    add_forward(dm, ds, dx);
+  }
+  return dx;
+}
+}  // namespace
+
+BasicBlock::BasicBlock(ParamStore& ps, std::string n, int in_ch, int out_ch, int stride)
+    : main_(n), out_relu_(n + ".relu_out") {
+  name = std::move(n);
+  main_.add<Conv2d>(ps, name + ".conv1", in_ch, out_ch, 3, stride, 1, false);
+  main_.add<BatchNorm2d>(ps, name + ".bn1", out_ch);
+  main_.add<ReLU>(name + ".relu");
+  main_.add<Conv2d>(ps, name + ".conv2", out_ch, out_ch, 3, 1, 1, false);
+  main_.add<BatchNorm2d>(ps, name + ".bn2", out_ch);
+  if (stride != 1 || in_ch != out_ch) {
+    down_ = std::make_unique<Sequential>(name + ".downsample");
+    down_->add<Conv2d>(ps, name + ".downsample.0", in_ch, out_ch, 1, stride, 0, false);
+    down_->add<BatchNorm2d>(ps, name + ".downsample.1", out_ch);
+  }
+}
+
+const Tensor& BasicBlock::forward(const Tensor& x, const PassOptions& o) {
+  return residual_forward(main_, down_.get(), out_relu_, sum_, x, o);
+}
+const Tensor& BasicBlock::backward(const Tensor& dy, const PassOptions& o) {
+  return residual_backward(main_, down_.get(), out_relu_, dx_, dy, o);
+}
+
+Bottleneck::Bottleneck(ParamStore& ps, std::string n, int in_ch, int width, int stride)
+    : main_(n), out_relu_(n + ".relu_out") {
+  name = std::move(n);
+  const int out_ch = width * 4;
+  main_.add<Conv2d>(ps, name + ".conv1", in_ch, width, 1, 1, 0, false);
+  main_.add<BatchNorm2d>(ps, name + ".bn1", width);
+  main_.add<ReLU>(name + ".relu1");
+  main_.add<Conv2d>(ps, name + ".conv2", width, width, 3, stride, 1, false);
+  main_.add<BatchNorm2d>(ps, name + ".bn2", width);
+  main_.add<ReLU>(name + ".relu2");
+  main_.add<Conv2d>(ps, name + ".conv3", width, out_ch, 1, 1, 0, false);
+  main_.add<BatchNorm2d>(ps, name + ".bn3", out_ch);
+  if (stride != 1 || in_ch != out_ch) {
+    down_ = std::make_unique<Sequential>(name + ".downsample");
+    down_->add<Conv2d>(ps, name + ".downsample.0", in_ch, out_ch, 1, stride, 0, false);
+    down_->add<BatchNorm2d>(ps, name + ".downsample.1", out_ch);
+  }
+}
+
+const Tensor& Bottleneck::forward(const Tensor& x, const PassOptions& o) {
+  return residual_forward(main_, down_.get(), out_relu_, sum_, x, o);
+}
+const Tensor& Bottleneck::backward(const Tensor& dy, const PassOptions& o) {
+  return residual_backward(main_, down_.get(), out_relu_, dx_, dy, o);
+}
+
+}  // namespace ht

@@ -1,0 +1,174 @@
+#pragma once
+// Layers: each owns its parameters (views into the ParamStore), its op caches and its output and
+// input-gradient buffers (reused step after step). forward(x) keeps a handle on x for backward;
+// backward(dy) returns dx and reports each parameter's gradient as final through the store.
+// Activations are NCHW float32.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/nn/params.hpp"
+#include "src/ops/batchnorm2d.hpp"
+#include "src/ops/conv2d.hpp"
+#include "src/ops/linear.hpp"
+#include "src/ops/pool.hpp"
+
+namespace ht {
+
+/// Per-pass options shared by all layers.
+struct PassOptions {
+  bool training = true;
+  bool accumulate = false;  ///< add parameter gradients to the existing ones (micro-batches 2..A)
+  bool need_input_grad = true;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  /// x -> y. The returned tensor is owned by the layer and valid until its next forward.
+  virtual const Tensor& forward(const Tensor& x, const PassOptions& o) = 0;
+  /// dy -> dx (dx undefined when o.need_input_grad is false). Owned by the layer.
+  virtual const Tensor& backward(const Tensor& dy, const PassOptions& o) = 0;
+  std::string name;
+};
+
+/// Conv2d (no bias when bias=false), PyTorch nn.Conv2d. x [N,C,H,W] -> y [N,K,P,Q].
+class Conv2d : public Layer {
+ public:
+  Conv2d(ParamStore& ps, std::string name, int in_ch, int out_ch, int kernel, int stride, int pad, bool bias);
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+  int in_ch, out_ch, kernel, stride, pad;
+  bool has_bias;
+
+ private:
+  ParamStore* ps_;
+  int iw_, ib_ = -1;
+  Tensor w_, dw_, b_, db_, x_, y_, dx_;
+  Conv2dShape sh_;
+  OpCachePtr cache_;
+};
+
+/// BatchNorm2d (PyTorch semantics, momentum 0.1, eps 1e-5). Buffers running_mean, running_var.
+class BatchNorm2d : public Layer {
+ public:
+  BatchNorm2d(ParamStore& ps, std::string name, int channels);
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+
+ private:
+  ParamStore* ps_;
+  int c_, ig_, ib_;
+  Tensor gamma_, dgamma_, beta_, dbeta_, rmean_, rvar_, smean_, sinv_, x_, y_, dx_;
+  BatchNormShape sh_;
+  OpCachePtr cache_;
+};
+
+class ReLU : public Layer {
+ public:
+  explicit ReLU(std::string n) { name = std::move(n); }
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+
+ private:
+  Tensor y_, dx_;
+};
+
+class MaxPool2d : public Layer {
+ public:
+  MaxPool2d(std::string name, int kernel, int stride, int pad);
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+
+ private:
+  int k_, s_, p_;
+  PoolShape sh_;
+  Tensor x_, y_, dx_;
+  OpCachePtr cache_;
+};
+
+/// [N,C,H,W] -> [N,C].
+class GlobalAvgPool : public Layer {
+ public:
+  explicit GlobalAvgPool(std::string n) { name = std::move(n); }
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+
+ private:
+  std::vector<int64_t> in_shape_;
+  Tensor y_, dx_;
+  OpCachePtr cache_;
+};
+
+/// [N, ...] -> [N, prod(...)] (a view, no copy).
+class Flatten : public Layer {
+ public:
+  explicit Flatten(std::string n) { name = std::move(n); }
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+
+ private:
+  std::vector<int64_t> in_shape_;
+  Tensor y_, dx_;
+};
+
+/// nn.Linear: [N,in] -> [N,out].
+class Linear : public Layer {
+ public:
+  Linear(ParamStore& ps, std::string name, int in, int out, bool bias = true);
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+  int in, out;
+
+ private:
+  ParamStore* ps_;
+  int iw_, ib_ = -1;
+  Tensor w_, dw_, b_, db_, x_, y_, dx_;
+  OpCachePtr cache_;
+};
+
+/// Layers applied in order.
+class Sequential : public Layer {
+ public:
+  explicit Sequential(std::string n) { name = std::move(n); }
+  template <class L, class... A> L& add(A&&... args) {
+    auto p = std::make_unique<L>(std::forward<A>(args)...);
+    L& r = *p;
+    layers.push_back(std::move(p));
+    return r;
+  }
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+  std::vector<std::unique_ptr<Layer>> layers;
+};
+
+/// torchvision BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), shortcut =
+/// downsample (1x1 conv stride s + bn) when the shape changes, identity otherwise.
+class BasicBlock : public Layer {
+ public:
+  BasicBlock(ParamStore& ps, std::string name, int in_ch, int out_ch, int stride);
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+
+ private:
+  Sequential main_;
+  std::unique_ptr<Sequential> down_;
+  ReLU out_relu_;
+  Tensor sum_, dx_;
+};
+
+/// torchvision Bottleneck (ResNet v1.5: stride on the 3x3 conv), expansion 4.
+class Bottleneck : public Layer {
+ public:
+  Bottleneck(ParamStore& ps, std::string name, int in_ch, int width, int stride);
+  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
+  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
+
+ private:
+  Sequential main_;
+  std::unique_ptr<Sequential> down_;
+  ReLU out_relu_;
+  Tensor sum_, dx_;
+};
+
+}  // namespace ht

@@ -1,0 +1,14 @@
+#pragma once
+// Chooses the compute device from train.device (cpu, cuda, auto) and prepares it for this rank.
+#include <string>
+
+#include "src/core/tensor.hpp"
+
+namespace ht {
+
+/// "cpu" -> cpu; "cuda" -> the GPU local_rank among the visible ones, or UsageError (exit 2) saying
+/// why there is none (built without CUDA, no device, driver missing or too old); "auto" -> cuda
+/// when a GPU is visible, cpu otherwise. Rank 0 logs the choice.
+Device select_device(const std::string& requested, int local_rank);
+
+}  // namespace ht

@@ -1,0 +1,91 @@
+#pragma once
+// The trainer: data -> forward -> backward (gradient buckets averaged across ranks while backward
+// runs) -> optimizer -> metrics, with evaluation after each epoch. One object per rank; every rank
+// runs the same steps in the same order (collectives inside must match).
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/dataset.hpp"
+#include "io/metrics.hpp"
+#include "mpi/bucketer.hpp"
+#include "mpi/communicator.hpp"
+#include "src/core/config.hpp"
+#include "src/nn/models.hpp"
+#include "src/train/sgd.hpp"
+
+namespace ht {
+
+/// Where training stands: what a checkpoint must carry besides tensors to resume exactly.
+struct TrainProgress {
+  int64_t step = 0;           ///< optimizer steps done (global step counter)
+  int epoch = 0;              ///< current epoch (0-based)
+  int64_t step_in_epoch = 0;  ///< steps done inside the current epoch (the sample cursor)
+  int64_t nonfinite_in_row = 0;
+  int64_t nonfinite_total = 0;
+};
+
+/// Outcome of Trainer::run().
+struct TrainSummary {
+  int exit_code = 0;
+  int64_t steps = 0;
+  double last_loss = 0;
+  double test_top1 = -1;   ///< last evaluation's top-1 (-1 when none ran)
+  double test_loss = 0;
+  double wall_s = 0;
+};
+
+class Trainer {
+ public:
+  /// Sets up device, data, model, optimizer and communication from `cfg`. Throws UsageError for
+  /// bad config or data (every rank sees the same error), RuntimeError otherwise.
+  explicit Trainer(const Config& cfg);
+  ~Trainer();
+  TrainSummary run();
+
+  // ---- State access for checkpoints (io/checkpoint) ----
+  /// Host copies of every tensor of the training state, by name: "param/<name>", "buffer/<name>",
+  /// "momentum/<name>" (torchvision names).
+  std::vector<std::pair<std::string, Tensor>> state_tensors();
+  /// Loads tensors by the same names (missing names throw UsageError naming the name unless
+  /// `params_only`, which loads "param/" and "buffer/" entries and ignores the rest).
+  /// `skip` lists parameter names to leave as initialised (--reset-head).
+  void load_state_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors, bool params_only,
+                          const std::vector<std::string>& skip = {});
+  TrainProgress& progress() { return prog_; }
+  Model& model() { return *model_; }
+  const Config& config() const { return cfg_; }
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t total_steps() const { return total_steps_; }
+  /// Micro-batch per rank = global_batch / (world_size * accumulation_steps).
+  int micro_batch() const { return micro_batch_; }
+
+ private:
+  /// One optimizer step over this rank's share of the global batch. Returns false when skipped
+  /// because a loss or gradient was not finite on some rank.
+  bool train_step(const Batch& batch, nlohmann::json& rec);
+  void evaluate(int epoch);
+  /// Verifies that every rank holds bit-identical parameters; throws RuntimeError otherwise.
+  bool check_replicas();
+  void log_progress(const nlohmann::json& rec, double elapsed_s);
+
+  Config cfg_;
+  Device device_ = Device::cpu;
+  int world_ = 1, rank_ = 0;
+  int micro_batch_ = 0;
+  int64_t steps_per_epoch_ = 0, total_steps_ = 0;
+  std::shared_ptr<Dataset> train_ds_, test_ds_;
+  std::unique_ptr<DataLoader> train_loader_, test_loader_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Sgd> opt_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<GradBucketer> bucketer_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  TrainProgress prog_;
+  TrainSummary summary_;
+  Tensor x_dev_, y_dev_, probs_, dlogits_, buffers_backup_;
+  bool nan_injected_ = false;
+};
+
+}  // namespace ht

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Multi-rank training tests driving the hpctrain binary under mpirun (issue: CPU engine).
+
+usage: train_tests.py dp_exactness | uneven | rank_failure | nan_skip | quick_convergence
+Environment (set by ctest): HT_BIN (hpctrain), HT_MPIEXEC (mpirun), OMPI_* for root/oversubscribe.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HT = os.environ["HT_BIN"]
+MPIRUN = os.environ.get("HT_MPIEXEC", "mpirun")
+
+
+def run(np_, args, timeout=240, expect=0):
+    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "-np", str(np_), HT, "train"] + args
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    dt = time.time() - t0
+    if expect is not None and p.returncode != expect:
+        print(p.stdout)
+        raise SystemExit(f"FAIL: {' '.join(cmd)} exited {p.returncode}, expected {expect}")
+    return p, dt
+
+
+def metrics(run_dir, event):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if r["event"] == event]
+
+
+def base(run_dir, *extra):
+    """Flags for a small synthetic run; later flags in `extra` replace the defaults."""
+    opts = {"--data.synthetic": "true", "--data.synthetic_samples": "2048", "--data.synthetic_height": "8",
+            "--data.synthetic_width": "8", "--data.synthetic_channels": "1", "--model.name": "mlp",
+            "--model.mlp_hidden": "32", "--run.dir": run_dir, "--run.seed": "7", "--train.device": "cpu",
+            "--train.threads": "1", "--train.log_every_steps": "10"}
+    opts.update(zip(extra[::2], extra[1::2]))
+    return [t for kv in opts.items() for t in kv]
+
+
+def dp_exactness(tmp):
+    """mlp, 20 steps, global batch 64: losses at every step within 1e-5 relative for world_size
+    1, 2 and 4, and identical parameters on every rank after each step."""
+    losses = {}
+    for np_ in (1, 2, 4):
+        d = os.path.join(tmp, f"np{np_}")
+        run(np_, base(d, "--train.global_batch", "64", "--train.max_steps", "20", "--train.epochs", "0",
+                      "--dist.check_replicas_every", "1", "--optim.lr", "0.05"))
+        steps = metrics(d, "step")
+        assert len(steps) == 20, f"world_size {np_}: {len(steps)} step records"
+        assert all(s["replicas_identical"] for s in steps), "parameters differ between ranks"
+        losses[np_] = [s["loss"] for s in steps]
+    for np_ in (2, 4):
+        for i, (a, b) in enumerate(zip(losses[1], losses[np_])):
+            rel = abs(a - b) / abs(a)
+            assert rel <= 1e-5, f"step {i + 1}: world_size 1 loss {a} vs world_size {np_} loss {b} (rel {rel:.2e})"
+    assert losses[1][-1] < losses[1][0], "loss did not decrease"
+    print("losses agree within 1e-5 for world_size 1, 2, 4:", losses[1][0], "->", losses[1][-1])
+
+
+def uneven(tmp):
+    """1001 train samples, 4 ranks, global batch 32: every rank runs the same 31 steps per epoch
+    (remainder of 9 dropped, logged) and the job finishes."""
+    d = os.path.join(tmp, "uneven")
+    p, _ = run(4, base(d, "--data.synthetic_samples", "1001", "--train.global_batch", "32", "--train.epochs", "2"))
+    steps = metrics(d, "step")
+    assert len(steps) == 62, f"{len(steps)} steps, expected 2 x floor(1001/32) = 62"
+    assert "last 9 samples" in p.stdout, "remainder policy not logged"
+    evals = metrics(d, "eval")
+    assert len(evals) == 2 and all(e["samples"] == 250 for e in evals), evals  # 1001 // 4 test samples
+    assert metrics(d, "run_end")[0]["status"] == "finished"
+    print("uneven: 62 steps on every rank, eval over all 250 test samples")
+
+
+def rank_failure(tmp):
+    """A rank that fails at step 5 of 4 ranks ends the whole job, non-zero, naming it, within 30 s."""
+    d = os.path.join(tmp, "fail")
+    p, dt = run(4, base(d, "--train.global_batch", "64", "--train.epochs", "1", "--train.fail_at_step", "5",
+                        "--train.fail_rank", "2"), timeout=60, expect=None)
+    assert p.returncode != 0, "job with a failed rank exited 0"
+    assert "rank 2" in p.stdout and "step 5" in p.stdout, p.stdout[-2000:]
+    assert dt < 30, f"job took {dt:.1f} s to end"
+    print(f"rank failure: exit {p.returncode} after {dt:.1f} s")
+
+
+def nan_skip(tmp):
+    """NaN in one rank's input at step 3: all ranks skip that step together, the run continues."""
+    d = os.path.join(tmp, "nan")
+    run(2, base(d, "--train.global_batch", "64", "--train.max_steps", "8", "--train.epochs", "0",
+                "--train.nan_at_step", "3", "--train.nan_rank", "1", "--dist.check_replicas_every", "1"))
+    steps = metrics(d, "step")
+    skipped = [s for s in steps if s["skipped"]]
+    assert len(skipped) == 1 and skipped[0]["step"] == 4, skipped
+    applied = [s for s in steps if not s["skipped"]]
+    assert len(applied) == 8 and all(s["loss"] is not None for s in applied)
+    end = metrics(d, "run_end")[0]
+    assert end["nonfinite_steps"] == 1 and end["steps"] == 8
+    print("nan: one step skipped on both ranks, 8 steps applied")
+
+
+def quick_convergence(tmp):
+    """fmnist_cnn with gradient accumulation on synthetic data learns (loss falls, accuracy above chance)."""
+    d = os.path.join(tmp, "conv")
+    run(2, base(d, "--model.name", "fmnist_cnn", "--data.synthetic_height", "12", "--data.synthetic_width", "12",
+                "--train.global_batch", "64", "--train.accumulation_steps", "2", "--train.epochs", "2",
+                "--optim.lr", "0.05"))
+    ev = metrics(d, "eval")
+    assert ev[-1]["top1"] > 0.3, ev
+    print("fmnist_cnn synthetic top1", ev[-1]["top1"])
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()[sys.argv[1]](tmp)
