@@ -1,7 +1,13 @@
 // HDF5 dataset shards: writer, validating reader, attribute helpers (HDF5 C API, 1.10).
 #include "io/dataset_h5.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <cstdlib>
 
 #include <algorithm>
 #include <cmath>
@@ -263,11 +269,123 @@ std::vector<std::string> write_sharded_split(const std::string& dir, const std::
 
 namespace {
 
+// A POSIX descriptor closed on destruction.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd, o.fd);
+    return *this;
+  }
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 struct Shard {
   std::string path;
   H5Handle file, images, fspace;
   int64_t count = 0, offset = 0;
+  // Direct access: for uncompressed /images, the file address of every chunk (per_chunk samples
+  // each; one "chunk" for a contiguous layout). Samples are then read with pread() (as fast as the
+  // HDF5 chunk cache here, and thread-safe) without hdf5_mutex, so a checkpoint being written never
+  // stalls the data pipeline. pread rather than mmap: a file truncated under a running job gives an
+  // error message, not SIGBUS.
+  Fd fd;
+  int64_t per_chunk = 0;
+  std::vector<uint64_t> chunk_addr;
 };
+
+// Fills the direct-access map of an uncompressed shard when the layout allows it; returns quietly
+// (HDF5 reads are used) otherwise. Throws UsageError when a chunk lies beyond the end of the file.
+void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
+  if (s.count == 0) return;
+  H5Handle dcpl(H5Dget_create_plist(s.images), H5Pclose);
+  if (!dcpl.valid() || H5Pget_nfilters(dcpl) != 0) return;
+  H5Handle fcpl(H5Fget_create_plist(s.file), H5Pclose);
+  hsize_t userblock = 0;
+  if (!fcpl.valid() || H5Pget_userblock(fcpl, &userblock) < 0) return;
+  std::vector<uint64_t> addr;
+  int64_t per = 0;
+  H5D_layout_t layout = H5Pget_layout(dcpl);
+  if (layout == H5D_CONTIGUOUS) {
+    haddr_t a = H5Dget_offset(s.images);
+    if (a == HADDR_UNDEF) return;
+    per = s.count;
+    addr.push_back(static_cast<uint64_t>(a));
+  } else if (layout == H5D_CHUNKED) {
+    hsize_t cd[4];
+    if (H5Pget_chunk(dcpl, 4, cd) != 4) return;
+    hsize_t dims[4];
+    H5Sget_simple_extent_dims(s.fspace, dims, nullptr);
+    if (cd[1] != dims[1] || cd[2] != dims[2] || cd[3] != dims[3]) return;  // chunks must be whole samples
+    per = static_cast<int64_t>(cd[0]);
+    const int64_t expect = (s.count + per - 1) / per;
+    hsize_t nchunks = 0;
+    if (H5Dget_num_chunks(s.images, H5S_ALL, &nchunks) < 0 || static_cast<int64_t>(nchunks) != expect) return;
+    addr.assign(static_cast<size_t>(expect), HADDR_UNDEF);
+    for (hsize_t i = 0; i < nchunks; ++i) {
+      hsize_t coord[4];
+      unsigned mask = 0;
+      haddr_t a = HADDR_UNDEF;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info(s.images, H5S_ALL, i, coord, &mask, &a, &size) < 0) return;
+      if (size != static_cast<hsize_t>(per * sample) || coord[0] % cd[0] != 0) return;
+      addr[coord[0] / cd[0]] = static_cast<uint64_t>(a);
+    }
+  } else {
+    return;
+  }
+  for (size_t c = 0; c < addr.size(); ++c) {
+    if (addr[c] == HADDR_UNDEF) return;
+    addr[c] += userblock;
+    int64_t rows = std::min<int64_t>(per, s.count - static_cast<int64_t>(c) * per);
+    if (static_cast<int64_t>(addr[c]) + rows * sample > file_size)
+      throw UsageError(s.path + ": dataset /images chunk " + std::to_string(c) + " lies beyond the end of the file (" +
+                       std::to_string(file_size) + " bytes; truncated file)");
+  }
+  int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  s.fd.fd = fd;
+  s.per_chunk = per;
+  s.chunk_addr = std::move(addr);
+}
+
+// Reads rows [first, first+len) of a shard's /images into dst: pread() through the chunk map when
+// there is one, else an HDF5 hyperslab read under hdf5_mutex().
+void read_rows(Shard& s, int64_t first, int64_t len, size_t sample, const DatasetInfo& info, uint8_t* dst) {
+  if (s.fd.fd >= 0) {
+    int64_t r = first;
+    while (r < first + len) {
+      int64_t c = r / s.per_chunk;
+      int64_t end = std::min(first + len, (c + 1) * s.per_chunk);
+      size_t bytes = static_cast<size_t>(end - r) * sample;
+      off_t off = static_cast<off_t>(s.chunk_addr[static_cast<size_t>(c)] + static_cast<uint64_t>(r - c * s.per_chunk) * sample);
+      uint8_t* p = dst + static_cast<size_t>(r - first) * sample;
+      size_t done = 0;
+      while (done < bytes) {
+        ssize_t got = ::pread(s.fd.fd, p + done, bytes - done, off + static_cast<off_t>(done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0)
+          throw RuntimeError(s.path + ": reading /images rows " + std::to_string(r) + ".." + std::to_string(end - 1) +
+                             " failed: " + (got < 0 ? std::string(std::strerror(errno)) : std::string("unexpected end of file")));
+        done += static_cast<size_t>(got);
+      }
+      r = end;
+    }
+    return;
+  }
+  std::lock_guard<std::recursive_mutex> lock(hdf5_mutex());
+  hsize_t start[4] = {static_cast<hsize_t>(first), 0, 0, 0};
+  hsize_t cnt[4] = {static_cast<hsize_t>(len), static_cast<hsize_t>(info.height), static_cast<hsize_t>(info.width),
+                    static_cast<hsize_t>(info.channels)};
+  H5Handle ms(HT_H5_CHECK(H5Screate_simple(4, cnt, nullptr)), H5Sclose);
+  HT_H5_CHECK(H5Sselect_hyperslab(s.fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr));
+  if (H5Dread(s.images, H5T_NATIVE_UINT8, ms, s.fspace, H5P_DEFAULT, dst) < 0)
+    throw RuntimeError(s.path + ": reading /images rows " + std::to_string(first) + ".." +
+                       std::to_string(first + len - 1) + " failed");
+}
 
 struct ShardMeta {
   std::string split;
@@ -410,6 +528,7 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
         throw UsageError(path + ": dataset /images row " + std::to_string(r) + " cannot be read (truncated or corrupt file)");
     }
   }
+  if (!getenv("HT_DATASET_HDF5_READS")) map_chunks(s, h * w * c, static_cast<int64_t>(st.st_size));
   return s;
 }
 
@@ -441,7 +560,6 @@ class H5ShardedDataset final : public Dataset {
     }
     std::sort(order.begin(), order.end());
     std::vector<uint8_t> scratch;
-    std::lock_guard<std::recursive_mutex> lock(hdf5_mutex());
     size_t i = 0;
     while (i < n) {
       // A run of consecutive indices inside one shard becomes one hyperslab read.
@@ -452,19 +570,12 @@ class H5ShardedDataset final : public Dataset {
       while (j < n && order[j].first <= order[j - 1].first + 1 && order[j].first < s.offset + s.count) ++j;
       // Distinct indices in the run (duplicates are allowed in `indices`).
       int64_t len = order[j - 1].first - first + 1;
-      scratch.resize(static_cast<size_t>(len) * sample_);
-      hsize_t start[4] = {static_cast<hsize_t>(first - s.offset), 0, 0, 0};
-      hsize_t cnt[4] = {static_cast<hsize_t>(len), static_cast<hsize_t>(info_.height), static_cast<hsize_t>(info_.width),
-                        static_cast<hsize_t>(info_.channels)};
       bool direct = (j - i == static_cast<size_t>(len));
       // When the run maps to consecutive output slots we read straight into the output.
       for (size_t q = i + 1; direct && q < j; ++q) direct = order[q].second == order[q - 1].second + 1;
+      if (!direct) scratch.resize(static_cast<size_t>(len) * sample_);
       uint8_t* dst = direct ? images.data() + order[i].second * sample_ : scratch.data();
-      H5Handle ms(HT_H5_CHECK(H5Screate_simple(4, cnt, nullptr)), H5Sclose);
-      HT_H5_CHECK(H5Sselect_hyperslab(s.fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr));
-      if (H5Dread(s.images, H5T_NATIVE_UINT8, ms, s.fspace, H5P_DEFAULT, dst) < 0)
-        throw RuntimeError(s.path + ": reading /images rows " + std::to_string(start[0]) + ".." +
-                           std::to_string(start[0] + cnt[0] - 1) + " failed");
+      read_rows(s, first - s.offset, len, sample_, info_, dst);
       if (!direct)
         for (size_t q = i; q < j; ++q)
           std::copy_n(scratch.data() + static_cast<size_t>(order[q].first - first) * sample_, sample_,

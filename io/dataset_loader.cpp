@@ -1,6 +1,8 @@
 // DataLoader: the DESIGN.md sampling rule, augmentation (io/augment.hpp), normalisation and layout
 // conversion, with the next batch prepared on a background thread.
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -10,6 +12,37 @@
 #include "io/sampler.hpp"
 
 namespace ht {
+
+namespace {
+// CPU form of augment_image (io/augment.hpp) working a row at a time: the crop is a shift, so each
+// output row is a zero-filled copy of one source row segment (mirrored when flipping). The tests
+// check it against the reference implementation.
+void augment_image_rows(const uint8_t* src, uint8_t* dst, int H, int W, int C, AugParams p, int pad) {
+  const size_t row = static_cast<size_t>(W) * C;
+  for (int y = 0; y < H; ++y) {
+    uint8_t* d = dst + static_cast<size_t>(y) * row;
+    const int sy = y + p.oy - pad;
+    if (sy < 0 || sy >= H) {
+      std::memset(d, 0, row);
+      continue;
+    }
+    const uint8_t* s = src + static_cast<size_t>(sy) * row;
+    const int shift = p.ox - pad;  // cropped(x) = in(x + shift)
+    const int x0 = std::max(0, -shift), x1 = std::min(W, W - shift);  // cropped x with a source pixel
+    if (!p.flip) {
+      std::memset(d, 0, row);
+      if (x1 > x0) std::memcpy(d + static_cast<size_t>(x0) * C, s + static_cast<size_t>(x0 + shift) * C, static_cast<size_t>(x1 - x0) * C);
+    } else {
+      for (int x = 0; x < W; ++x) {  // out(x) = cropped(W-1-x)
+        const int xc = W - 1 - x;
+        uint8_t* o = d + static_cast<size_t>(x) * C;
+        if (xc < x0 || xc >= x1) std::memset(o, 0, static_cast<size_t>(C));
+        else std::memcpy(o, s + static_cast<size_t>(xc + shift) * C, static_cast<size_t>(C));
+      }
+    }
+  }
+}
+}  // namespace
 
 // One worker thread that produces exactly one requested batch at a time.
 struct DataLoader::Prefetch {
@@ -145,26 +178,28 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   out.images = opt_.layout == Layout::NCHW ? Tensor::empty({n, C, H, W}, DType::f32)
                                            : Tensor::empty({n, H, W, C}, DType::f32);
   float* dst = out.images.data<float>();
-  std::vector<float> inv(static_cast<size_t>(C));
-  for (int c = 0; c < C; ++c) inv[c] = 1.0f / info.std[c];
+  // (v/255 - mean[c]) / std[c] for every byte value: one table lookup per element.
+  std::vector<float> lut(static_cast<size_t>(C) * 256);
+  for (int c = 0; c < C; ++c)
+    for (int v = 0; v < 256; ++v)
+      lut[static_cast<size_t>(c) * 256 + v] = normalize_pixel(static_cast<uint8_t>(v), info.mean[c], 1.0f / info.std[c]);
   const bool aug = opt_.train && (opt_.crop_padding > 0 || opt_.flip);
   const int pad = opt_.train ? opt_.crop_padding : 0;
+  std::vector<uint8_t> tmp(aug ? sample : 0);
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* src = raw.data() + static_cast<size_t>(i) * sample;
-    AugParams p = aug ? aug_params(opt_.seed, epoch, out.indices[i], pad, opt_.flip) : AugParams{pad, pad, false};
+    if (aug) {
+      augment_image_rows(src, tmp.data(), H, W, C, aug_params(opt_.seed, epoch, out.indices[i], pad, opt_.flip), pad);
+      src = tmp.data();
+    }
     float* d = dst + static_cast<size_t>(i) * sample;
     if (opt_.layout == Layout::NCHW) {
-      for (int c = 0; c < C; ++c)
-        for (int y = 0; y < H; ++y)
-          for (int x = 0; x < W; ++x)
-            *d++ = normalize_pixel(aug ? aug_pixel(src, H, W, C, y, x, c, p, pad) : src[(static_cast<size_t>(y) * W + x) * C + c],
-                                   info.mean[c], inv[c]);
+      for (int c = 0; c < C; ++c) {
+        const float* l = lut.data() + static_cast<size_t>(c) * 256;
+        for (int p = 0; p < H * W; ++p) *d++ = l[src[static_cast<size_t>(p) * C + c]];
+      }
     } else {
-      for (int y = 0; y < H; ++y)
-        for (int x = 0; x < W; ++x)
-          for (int c = 0; c < C; ++c)
-            *d++ = normalize_pixel(aug ? aug_pixel(src, H, W, C, y, x, c, p, pad) : src[(static_cast<size_t>(y) * W + x) * C + c],
-                                   info.mean[c], inv[c]);
+      for (size_t p = 0; p < sample; ++p) d[p] = lut[(p % C) * 256 + src[p]];
     }
   }
 }

@@ -4,6 +4,7 @@
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
 #include "src/core/config.hpp"
+#include "src/train/resume.hpp"
 #include "src/train/trainer.hpp"
 
 namespace ht {
@@ -19,9 +20,11 @@ int cmd_train(const Args& args) {
     }
   std::vector<std::string> extra;
   Config cfg = parse_config(args, &extra);
-  if (!extra.empty()) throw UsageError("hpctrain train: unknown argument '" + extra[0] + "'");
+  CheckpointArgs ckpt_args = parse_checkpoint_args(extra);  // --init-from PATH, --reset-head
   if (dist().rank == 0) std::cout << "# effective config\n" << to_ini(cfg) << std::flush;
   Trainer trainer(cfg);
+  CheckpointManager checkpoints(trainer, ckpt_args);  // signals, resume, periodic/final checkpoints
+  checkpoints.start();
   TrainSummary s = trainer.run();
   return s.exit_code;
 }

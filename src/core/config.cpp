@@ -71,6 +71,8 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("checkpoint.async", c.checkpoint.async, "write checkpoints on a background thread");
   f("checkpoint.signals", c.checkpoint.signals, "signals that checkpoint and stop (exit 75)");
   f("checkpoint.test_write_delay_ms", c.checkpoint.test_write_delay_ms, "test hook: slow writes down");
+  f("checkpoint.test_signal_at_step", c.checkpoint.test_signal_at_step, "test hook: raise SIGTERM after this step");
+  f("checkpoint.test_signal_rank", c.checkpoint.test_signal_rank, "test hook: rank that raises it");
   f("dist.bucket_mb", c.dist.bucket_mb, "gradient bucket size in MB");
   f("dist.allow_shared_gpu", c.dist.allow_shared_gpu, "allow two ranks on one GPU");
   f("dist.timeout_s", c.dist.timeout_s, "NCCL init and collective time limit");

@@ -70,6 +70,8 @@ struct Config {
     bool async = true;                 ///< write on a background thread
     std::string signals = "TERM,USR1"; ///< signals that checkpoint and stop with exit code 75
     double test_write_delay_ms = 0;    ///< test hook: slow each write down
+    int64_t test_signal_at_step = -1;  ///< test hook: raise SIGTERM on test_signal_rank after this step
+    int test_signal_rank = 0;
   } checkpoint;
   struct Dist {
     double bucket_mb = 25;             ///< gradient bucket size in MB

@@ -348,6 +348,7 @@ TrainSummary Trainer::run() {
   const int64_t start_step = prog_.step;
   double train_s = 0;
   bool stop = prog_.step >= total_steps_;
+  bool interrupted = false;  // stopped by the checkpoint hook (signal, failed checkpoint write)
   for (int epoch = prog_.epoch; !stop && (cfg_.train.epochs == 0 || epoch < cfg_.train.epochs); ++epoch) {
     prog_.epoch = epoch;
     train_loader_->start_epoch(epoch, prog_.step_in_epoch);
@@ -399,12 +400,19 @@ TrainSummary Trainer::run() {
         if (applied && (prog_.step % cfg_.train.log_every_steps == 0 || prog_.step == total_steps_))
           log_progress(rec, train_s * static_cast<double>(prog_.step) / std::max<int64_t>(1, prog_.step - start_step));
       }
+      // ---- checkpoint hook (src/train/resume.cpp): periodic saves; stop signals agreed by all ranks ----
+      if (hooks_.step_end && hooks_.step_end()) {
+        interrupted = true;
+        stop = true;
+        break;
+      }
+      // ---- end checkpoint hook ----
       if (prog_.step >= total_steps_) {
         stop = true;
         break;
       }
     }
-    if (!stop || prog_.step_in_epoch >= steps_per_epoch_) {
+    if (!interrupted && (!stop || prog_.step_in_epoch >= steps_per_epoch_)) {
       // Epoch finished.
       if (cfg_.train.eval) evaluate(epoch);
       prog_.step_in_epoch = 0;
@@ -412,12 +420,13 @@ TrainSummary Trainer::run() {
     }
   }
   summary_.steps = prog_.step;
+  if (hooks_.run_end) hooks_.run_end(summary_);  // final or stop checkpoint; may set exit code 75 or 1
   summary_.wall_s = std::chrono::duration<double>(Clock::now() - run_t0).count();
   if (rank_ == 0) {
-    metrics_->write({{"event", "run_end"}, {"status", "finished"}, {"exit_code", 0}, {"steps", prog_.step},
+    metrics_->write({{"event", "run_end"}, {"status", summary_.status}, {"exit_code", summary_.exit_code}, {"steps", prog_.step},
                      {"wall_s", summary_.wall_s}, {"train_s", train_s}, {"nonfinite_steps", prog_.nonfinite_total},
                      {"test_top1", summary_.test_top1}, {"test_loss", summary_.test_loss}});
-    std::printf("done: %lld steps in %.1f s", static_cast<long long>(prog_.step), summary_.wall_s);
+    std::printf("%s: %lld steps in %.1f s", summary_.status == "finished" ? "done" : summary_.status.c_str(), static_cast<long long>(prog_.step), summary_.wall_s);
     if (summary_.test_top1 >= 0) std::printf(", test top1 %.4f", summary_.test_top1);
     std::printf("\n");
     std::fflush(stdout);

@@ -2,6 +2,7 @@
 // The trainer: data -> forward -> backward (gradient buckets averaged across ranks while backward
 // runs) -> optimizer -> metrics, with evaluation after each epoch. One object per rank; every rank
 // runs the same steps in the same order (collectives inside must match).
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,6 +35,14 @@ struct TrainSummary {
   double test_top1 = -1;   ///< last evaluation's top-1 (-1 when none ran)
   double test_loss = 0;
   double wall_s = 0;
+  std::string status = "finished";  ///< run_end status: finished, stopped (signal), checkpoint_failed
+};
+
+/// Checkpoint hooks (src/train/resume.cpp). step_end runs on every rank after every step
+/// (true: stop after this step); run_end once after the loop (final/stop checkpoint, exit code).
+struct CheckpointHooks {
+  std::function<bool()> step_end;
+  std::function<void(TrainSummary&)> run_end;
 };
 
 class Trainer {
@@ -60,6 +69,9 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   /// Micro-batch per rank = global_batch / (world_size * accumulation_steps).
   int micro_batch() const { return micro_batch_; }
+  void set_checkpoint_hooks(CheckpointHooks h) { hooks_ = std::move(h); }
+  /// metrics.jsonl writer (rank 0; nullptr elsewhere).
+  MetricsWriter* metrics() { return metrics_.get(); }
 
  private:
   /// One optimizer step over this rank's share of the global batch. Returns false when skipped
@@ -86,6 +98,7 @@ class Trainer {
   TrainSummary summary_;
   Tensor x_dev_, y_dev_, probs_, dlogits_, buffers_backup_;
   bool nan_injected_ = false;
+  CheckpointHooks hooks_;
 };
 
 }  // namespace ht

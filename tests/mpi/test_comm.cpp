@@ -255,3 +255,16 @@ TEST_CASE("comm: device data is staged through host buffers (fake device allocat
   register_allocator(Device::cuda, DeviceAllocator{});
 }
 #endif
+
+TEST_CASE("comm: make_communicator picks MPI on CPU", "[comm]") {
+  auto c = make_communicator(Device::cpu, false, 5.0);
+  CHECK(c->name() == "mpi");
+  CHECK(c->device() == Device::cpu);
+  CHECK(c->world_size() == world_size());
+  std::vector<float> v = pattern(10, c->rank());
+  c->allreduce_sum(v);
+  CHECK(count_wrong(v, expected_sum, c->world_size(), 0, 1.0f) == 0);
+#if !defined(HT_HAVE_CUDA)
+  CHECK_THROWS_AS(make_communicator(Device::cuda, false, 5.0), RuntimeError);
+#endif
+}

@@ -92,7 +92,7 @@ TEST_CASE("augment: deterministic per (seed, epoch, index), varied across them",
 
 TEST_CASE("augment: the loader applies the reference per sample, independent of world_size", "[dataset][augment]") {
   const int H = 5, W = 7, C = 3, pad = 2;
-  const int64_t N = 16;
+  const int64_t N = 64;
   auto ds = make_synthetic_dataset(N, H, W, C, 4, 11, "train");
   const DatasetInfo& info = ds->info();
   auto run = [&](int rank, int ws) {
@@ -115,16 +115,19 @@ TEST_CASE("augment: the loader applies the reference per sample, independent of 
   };
   auto one = run(0, 1);
   REQUIRE(one.size() == N);
+  std::set<std::tuple<int, int, bool>> seen;
   for (auto& [idx, px] : one) {
     std::vector<uint8_t> raw(H * W * C);
     std::vector<int32_t> lab(1);
     std::vector<int64_t> ii = {idx};
     ds->read(ii, raw, lab);
     AugParams p = aug_params(99, 3, idx, pad, true);
+    seen.insert({p.oy, p.ox, p.flip});
     auto ref = reference_augment(raw, H, W, C, pad, p.oy, p.ox, p.flip);
     for (int i = 0; i < H * W * C; ++i)
       REQUIRE(px[i] == Approx((ref[i] / 255.0 - info.mean[i % C]) / info.std[i % C]).epsilon(1e-5).margin(1e-5));
   }
+  CHECK(seen.size() > 30);  // the loader was checked on most offset/flip combinations
   auto r0 = run(0, 2), r1 = run(1, 2);
   r0.insert(r1.begin(), r1.end());
   CHECK(r0 == one);  // the same sample gets the same pixels on 1 or 2 ranks

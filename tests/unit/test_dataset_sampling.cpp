@@ -230,3 +230,33 @@ TEST_CASE("synthetic dataset is deterministic and learnable-shaped", "[dataset][
   REQUIRE(ns > 0);
   CHECK(same / ns < 0.75 * (diff / nd));
 }
+
+namespace {
+// Fails on one sample, to check that errors on the prefetch thread reach the caller.
+class FailingDataset final : public Dataset {
+ public:
+  FailingDataset() : inner_(make_synthetic_dataset(16, 2, 2, 1, 2, 1, "train")) {}
+  const DatasetInfo& info() const override { return inner_->info(); }
+  void read(std::span<const int64_t> idx, std::span<uint8_t> images, std::span<int32_t> labels) override {
+    for (int64_t i : idx)
+      if (i == 5) throw RuntimeError("disk on fire at sample 5");
+    inner_->read(idx, images, labels);
+  }
+
+ private:
+  std::shared_ptr<Dataset> inner_;
+};
+}  // namespace
+
+TEST_CASE("loader: a read error on the prefetch thread is rethrown by next()", "[dataset][sampling]") {
+  for (bool prefetch : {true, false}) {
+    LoaderOptions o;
+    o.train = false;
+    o.eval_batch = 4;
+    o.prefetch = prefetch;
+    DataLoader dl(std::make_shared<FailingDataset>(), o);
+    Batch b;
+    REQUIRE(dl.next(b));  // samples 0..3
+    CHECK_THROWS_WITH(dl.next(b), Catch::Contains("sample 5"));
+  }
+}

@@ -1,0 +1,159 @@
+"""Shared helpers of scripts/import_torch.py and scripts/export_torch.py: hpctrain's models written in
+PyTorch (parameter names and shapes equal to hpctrain's, which follow torchvision's state_dict), and
+reading/writing the hpctrain checkpoint format (io/checkpoint.hpp) with h5py.
+
+Checkpoint layout: root attributes format = "hpctrain-checkpoint" (fixed-length string), version = 1
+(int64); float32 datasets /param/<name>, /buffer/<name>, /momentum/<name>, each chunked with the
+fletcher32 filter; /meta/tensor_names (uint8 text, one tensor name per line); /ints/<key> int64 [1];
+/floats/<key> float64 [1]; /strings/<key> uint8 text.
+Use /usr/bin/python3 (Debian's torch, torchvision, h5py, numpy)."""
+import json
+
+import h5py
+import numpy as np
+import torch
+import torch.nn as nn
+
+FORMAT = "hpctrain-checkpoint"
+VERSION = 1
+MODELS = ("resnet18", "resnet18_cifar", "resnet50", "fmnist_cnn", "mlp")
+
+
+class FmnistCnn(nn.Module):
+    """hpctrain's fmnist_cnn: conv3x3(32)-BN-ReLU-maxpool2, conv3x3(64)-BN-ReLU-maxpool2, fc1(128)-ReLU, fc2."""
+
+    def __init__(self, num_classes=10, channels=1, height=28, width=28):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 32, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(64)
+        self.fc1 = nn.Linear(64 * (height // 4) * (width // 4), 128)
+        self.fc2 = nn.Linear(128, num_classes)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.bn1(self.conv1(x))), 2)
+        x = nn.functional.max_pool2d(torch.relu(self.bn2(self.conv2(x))), 2)
+        return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
+
+
+class Mlp(nn.Module):
+    """hpctrain's mlp: flatten, fc1(hidden)-ReLU, fc2(hidden)-ReLU, fc3."""
+
+    def __init__(self, num_classes=10, channels=1, height=28, width=28, hidden=64):
+        super().__init__()
+        self.fc1 = nn.Linear(channels * height * width, hidden)
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.fc3 = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        x = torch.relu(self.fc1(torch.flatten(x, 1)))
+        return self.fc3(torch.relu(self.fc2(x)))
+
+
+def build_model(name, num_classes, channels=3, height=32, width=32, mlp_hidden=64):
+    """The PyTorch module whose state_dict matches hpctrain's model `name` tensor for tensor."""
+    import torchvision
+    if name == "resnet18":
+        m = torchvision.models.resnet18(num_classes=num_classes)
+    elif name == "resnet50":
+        m = torchvision.models.resnet50(num_classes=num_classes)
+    elif name == "resnet18_cifar":
+        # ResNet-18 with a 3x3 stride-1 stem and no max pool (CIFAR inputs), torchvision's names otherwise.
+        m = torchvision.models.resnet18(num_classes=num_classes)
+        m.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        m.maxpool = nn.Identity()
+    elif name == "fmnist_cnn":
+        return FmnistCnn(num_classes, channels, height, width)
+    elif name == "mlp":
+        return Mlp(num_classes, channels, height, width, mlp_hidden)
+    else:
+        raise SystemExit(f"unknown model '{name}' (one of {', '.join(MODELS)})")
+    if channels != 3:
+        old = m.conv1
+        m.conv1 = nn.Conv2d(channels, 64, old.kernel_size, old.stride, old.padding, bias=False)
+    return m
+
+
+def load_state_dict_file(path):
+    """A state_dict from torch.save output: a plain state_dict, a {"state_dict": ...} or {"model": ...}
+    training checkpoint, or a whole module; DistributedDataParallel's "module." prefix is removed."""
+    obj = torch.load(path, map_location="cpu")
+    if isinstance(obj, nn.Module):
+        obj = obj.state_dict()
+    for key in ("state_dict", "model", "model_state_dict"):
+        if isinstance(obj, dict) and key in obj and isinstance(obj[key], dict):
+            obj = obj[key]
+    if not isinstance(obj, dict):
+        raise SystemExit(f"{path}: not a state_dict (found {type(obj).__name__})")
+    return {(k[7:] if k.startswith("module.") else k): v for k, v in obj.items()}
+
+
+def _write(f, name, array):
+    a = np.ascontiguousarray(array)
+    shape = a.shape if a.ndim > 0 else (1,)
+    maxshape = tuple(None if s == 0 else s for s in shape)
+    d = f.create_dataset(name, data=a.reshape(shape), chunks=True if a.size else tuple(1 for _ in shape),
+                         maxshape=maxshape, fletcher32=True)
+    if a.ndim == 0:
+        d.attrs.create("scalar", np.int64(1))
+
+
+def _text(s):
+    return np.frombuffer(s.encode(), dtype=np.uint8)
+
+
+def write_checkpoint(path, tensors, ints=None, floats=None, strings=None):
+    """Writes an hpctrain checkpoint: `tensors` is an ordered list of (name, float32 numpy array) with
+    names "param/...", "buffer/..." or "momentum/..."."""
+    ints = {"step": 0, "epoch": 0, "step_in_epoch": 0, **(ints or {})}
+    with h5py.File(path, "w", libver=("v110", "latest")) as f:
+        f.attrs.create("format", np.bytes_(FORMAT))
+        f.attrs.create("version", np.int64(VERSION))
+        _write(f, "meta/tensor_names", _text("".join(n + "\n" for n, _ in tensors)))
+        for name, a in tensors:
+            _write(f, name, np.asarray(a, dtype=np.float32))
+        for k, v in ints.items():
+            _write(f, "ints/" + k, np.array([v], dtype=np.int64))
+        for k, v in (floats or {}).items():
+            _write(f, "floats/" + k, np.array([v], dtype=np.float64))
+        for k, v in (strings or {}).items():
+            if v:
+                _write(f, "strings/" + k, _text(v))
+
+
+def read_checkpoint(path):
+    """(tensors as an ordered list of (name, numpy float32), ints, floats, strings)."""
+    with h5py.File(path, "r") as f:
+        fmt = f.attrs.get("format")
+        fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+        if fmt != FORMAT:
+            raise SystemExit(f"{path}: root attribute format = '{fmt}', expected '{FORMAT}'")
+        if int(f.attrs.get("version", -1)) != VERSION:
+            raise SystemExit(f"{path}: root attribute version = {f.attrs.get('version')}, expected {VERSION}")
+        names = bytes(f["meta/tensor_names"][()]).decode().split("\n")
+        tensors = []
+        for n in names:
+            if not n:
+                continue
+            d = f[n]
+            a = d[()].astype(np.float32, copy=False)
+            if "scalar" in d.attrs:
+                a = a.reshape(())
+            tensors.append((n, a))
+        ints = {k: int(v[0]) for k, v in f["ints"].items()} if "ints" in f else {}
+        floats = {k: float(v[0]) for k, v in f["floats"].items()} if "floats" in f else {}
+        strings = {k: bytes(v[()]).decode() for k, v in f["strings"].items()} if "strings" in f else {}
+    return tensors, ints, floats, strings
+
+
+def bn_names(module):
+    """Names of the BatchNorm layers of `module` (whose state_dict carries num_batches_tracked)."""
+    return [n for n, m in module.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+
+NBT_KEY = "torch_num_batches_tracked"  # strings/<key>: JSON {bn layer name: count}, kept for exact round trips
+
+
+def nbt_json(counts):
+    return json.dumps(counts, sort_keys=True)
