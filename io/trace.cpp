@@ -29,6 +29,10 @@ int64_t Trace::steady_us() {
 
 int64_t Trace::now_us() const { return steady_us() + offset_us_ - origin_us_; }
 
+int64_t Trace::to_trace_us(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() + offset_us_ - origin_us_;
+}
+
 int Trace::thread_id() {
   // Thread numbers are per process; a thread that records into two traces keeps one number.
   static std::atomic<int> next{0};

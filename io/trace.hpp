@@ -49,6 +49,8 @@ class Trace {
 
   /// Microseconds since rank 0's trace origin on the shared axis.
   int64_t now_us() const;
+  /// A steady_clock time point (e.g. taken on another thread) on the same axis.
+  int64_t to_trace_us(std::chrono::steady_clock::time_point t) const;
   /// Records a finished span (begin_us from now_us()). Thread-safe.
   void record(std::string name, const char* category, int64_t begin_us, int64_t end_us, int64_t index = -1);
   /// Names the calling thread in the trace ("main", "gradients", "prefetch").

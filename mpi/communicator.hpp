@@ -5,6 +5,8 @@
 // enqueued on a dedicated communication stream ordered after the compute stream's work so far.
 //
 // Element counts are the span's size (floats), never bytes.
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -36,6 +38,15 @@ class Communicator {
   /// Waits until every started operation has completed (GPU: the compute stream waits on them).
   /// Returns the milliseconds the caller was blocked.
   virtual double wait_all() = 0;
+
+  // ---- timeline tracing (doctor/trace; io/trace.hpp) ----
+  /// Called on the communication thread after each background operation (start_allreduce_average)
+  /// with its sequence number since the communicator was made and its start and end times.
+  using AsyncObserver = std::function<void(int64_t seq, std::chrono::steady_clock::time_point begin,
+                                           std::chrono::steady_clock::time_point end)>;
+  /// Sets the observer (before the first start_allreduce_average). Default: ignored (NCCL's timing
+  /// shows in Nsight through NVTX instead).
+  virtual void set_async_observer(AsyncObserver) {}
 };
 
 /// Makes the communicator for a device: MPI on CPU, NCCL on CUDA (unless allow_mpi_on_gpu, used

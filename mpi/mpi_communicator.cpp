@@ -65,6 +65,7 @@ struct MpiCommunicator::Shared {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, world = 1;
   std::thread thread;
+  Communicator::AsyncObserver observer;  // timeline tracing; set before the thread starts
 
   void run() {
     for (;;) {
@@ -83,6 +84,7 @@ struct MpiCommunicator::Shared {
         running_seq = item.seq;
       }
       std::string err;
+      const auto t_begin = std::chrono::steady_clock::now();
       try {
         if (item.seq == inject_at) throw RuntimeError("injected failure (test hook)");
         allreduce_sum_chunks(item.data, comm);
@@ -90,6 +92,7 @@ struct MpiCommunicator::Shared {
       } catch (const std::exception& e) {
         err = e.what();
       }
+      if (observer && err.empty()) observer(item.seq, t_begin, std::chrono::steady_clock::now());
       std::lock_guard lk(mu);
       running_seq = -1;
       ++completed;
@@ -196,6 +199,11 @@ void MpiCommunicator::broadcast(std::span<float> data, int root) {
     HT_MPI_CHECK(MPI_Bcast(host.data() + off, n, MPI_FLOAT, root, main_comm_));
   }
   stage_out(host, data);
+}
+
+void MpiCommunicator::set_async_observer(AsyncObserver obs) {
+  std::lock_guard lk(s_->mu);
+  s_->observer = std::move(obs);
 }
 
 void MpiCommunicator::start_allreduce_average(std::span<float> data) {

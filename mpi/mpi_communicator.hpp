@@ -54,6 +54,7 @@ class MpiCommunicator final : public Communicator {
   /// Blocks until every started average has completed; returns the milliseconds blocked. Throws
   /// RuntimeError on a failed operation or on timeout (see above).
   double wait_all() override;
+  void set_async_observer(AsyncObserver obs) override;  // called on the communication thread
 
   /// Test hook: the background operation `nth` started from now on (0 = the next one) fails inside
   /// the communication thread as if MPI had returned an error, so tests can check error propagation.

@@ -192,7 +192,7 @@ CheckpointManager::~CheckpointManager() {
     try {
       writer_->wait();
     } catch (const std::exception& e) {
-      std::cerr << "hpctrain: " << e.what() << "\n";
+      if (!failed_) std::cerr << "hpctrain: " << e.what() << "\n";  // (run_end reported it already)
     }
   }
   restore_stop_signals();

@@ -11,8 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "cuda/check.hpp"
+#include "cuda/cuda_context.hpp"
+#include "cuda/gpu_env.hpp"
 #include "mpi/dist.hpp"
 #include "src/ops/elementwise.hpp"
 #include "src/ops/softmax_xent.hpp"
@@ -133,6 +136,27 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   }
   buffers_backup_ = Tensor::empty(ps.flat_buffers().shape(), DType::f32, device_);
 
+  // ---- NVML monitoring of the bound GPU (absent NVML: no fields) ----
+  if (device_ == Device::cuda) {
+    GpuEnv env = probe_gpu_env();
+    const int ord = cuda::device();
+    if (ord >= 0 && ord < static_cast<int>(env.devices.size()))
+      nvml_ = std::make_unique<NvmlMonitor>(env.devices[static_cast<size_t>(ord)].uuid);
+  }
+
+  // ---- Timeline (trace.enabled): clocks aligned with rank 0; each bucket's allreduce is recorded on
+  // the communication thread (bucket = operation number modulo the buckets per step) ----
+  if (cfg_.trace.enabled) {
+    trace_.enable(MPI_COMM_WORLD);
+    trace_.set_thread_name("main");
+    if (bucketer_) {
+      const int nb = bucketer_->num_buckets();
+      comm_->set_async_observer([this, nb](int64_t seq, Clock::time_point b, Clock::time_point e) {
+        trace_.record("allreduce", "comm", trace_.to_trace_us(b), trace_.to_trace_us(e), seq % nb);
+      });
+    }
+  }
+
   // ---- Run directory (rank 0 writes; everyone waits so the directory exists) ----
   if (rank_ == 0) {
     std::error_code ec;
@@ -198,9 +222,13 @@ bool Trainer::train_step(const Batch& batch, nlohmann::json& rec) {
   double fwd_ms = 0, bwd_ms = 0, local_loss = 0;
   bool local_nonfinite = false;
   // BatchNorm running statistics are restored if the step is skipped.
-  buffers_backup_.copy_from(ps.flat_buffers());
+  {
+    TraceSpan s(trace_, "backup_buffers");
+    buffers_backup_.copy_from(ps.flat_buffers());
+  }
   if (bucketer_) bucketer_->begin_step();
   for (int a = 0; a < A; ++a) {
+    std::optional<TraceSpan> fwd_span(std::in_place, trace_, "forward");
     const Tensor xs = batch.images.narrow0(int64_t{a} * m, int64_t{a + 1} * m);
     const Tensor ys = batch.labels.narrow0(int64_t{a} * m, int64_t{a + 1} * m);
     const Tensor* x = &xs;
@@ -223,6 +251,8 @@ bool Trainer::train_step(const Batch& batch, nlohmann::json& rec) {
     fwd_ms += ms_since(t0);
     local_loss += loss / A;
     if (!std::isfinite(loss)) local_nonfinite = true;
+    fwd_span.reset();
+    TraceSpan bwd_span(trace_, "backward");
     t0 = Clock::now();
     dlogits_.ensure(logits.shape(), DType::f32, device_);
     // Mean over the micro-batch, then / A: the sum over micro-batches is the rank's batch mean.
@@ -234,9 +264,11 @@ bool Trainer::train_step(const Batch& batch, nlohmann::json& rec) {
     ps.on_grad_ready = nullptr;
     bwd_ms += ms_since(t0);
   }
+  std::optional<TraceSpan> wait_span(std::in_place, trace_, "allreduce_wait", "comm");
   auto t0 = Clock::now();
   double wait_ms = bucketer_ ? bucketer_->finish() : 0.0;
   const double allreduce_ms = ms_since(t0);
+  wait_span.emplace(trace_, "nonfinite_check");
   (void)wait_ms;
   // The loss reported is the global batch mean; a non-finite loss or gradient anywhere skips the
   // step on every rank together.
@@ -247,11 +279,13 @@ bool Trainer::train_step(const Batch& batch, nlohmann::json& rec) {
   rec["backward_ms"] = bwd_ms;
   rec["allreduce_ms"] = allreduce_ms;
   rec["loss"] = std::isfinite(global_loss) ? nlohmann::json(global_loss) : nlohmann::json(nullptr);
+  wait_span.reset();
   if (any_bad) {
     ps.flat_buffers().copy_from(buffers_backup_);
     rec["optimizer_ms"] = 0.0;
     return false;
   }
+  TraceSpan opt_span(trace_, "optimizer");
   t0 = Clock::now();
   const float lr = learning_rate(cfg_.optim, prog_.step, total_steps_, steps_per_epoch_);
   opt_->step(lr);
@@ -355,8 +389,10 @@ TrainSummary Trainer::run() {
     Batch batch;
     for (;;) {
       auto t_step = Clock::now();
+      const int64_t trace_step_begin = trace_.enabled() ? trace_.now_us() : 0;
       if (!train_loader_->next(batch)) break;
       const double data_ms = ms_since(t_step);
+      if (trace_.enabled()) trace_.record("data", "step", trace_step_begin, trace_.now_us());
       // Test hooks (train.fail_at_step, train.nan_at_step): a failing rank, a poisoned batch.
       if (prog_.step == cfg_.train.fail_at_step && rank_ == cfg_.train.fail_rank)
         throw RuntimeError("injected failure (train.fail_at_step) at step " + std::to_string(prog_.step));
@@ -388,6 +424,7 @@ TrainSummary Trainer::run() {
                              " steps in a row had a non-finite loss or gradient (train.max_nonfinite_steps = " +
                              std::to_string(cfg_.train.max_nonfinite_steps) + "); lower optim.lr or check the data");
       }
+      std::optional<TraceSpan> tail_span(std::in_place, trace_, "metrics");
       if (cfg_.dist.check_replicas_every > 0 && prog_.step % cfg_.dist.check_replicas_every == 0)
         rec["replicas_identical"] = check_replicas();
       rec["lr"] = lr;
@@ -395,13 +432,22 @@ TrainSummary Trainer::run() {
       rec["data_ms"] = data_ms;
       rec["step_ms"] = step_ms;
       rec["images_per_s"] = step_ms > 0 ? cfg_.train.global_batch / (step_ms / 1000) : 0.0;
+      if (nvml_)
+        for (const auto& [k, v] : nvml_->snapshot().fields()) rec[k] = v;
       if (rank_ == 0) {
         metrics_->write(rec);
         if (applied && (prog_.step % cfg_.train.log_every_steps == 0 || prog_.step == total_steps_))
           log_progress(rec, train_s * static_cast<double>(prog_.step) / std::max<int64_t>(1, prog_.step - start_step));
       }
+      tail_span.reset();
+      if (trace_.enabled()) trace_.record("step", "step", trace_step_begin, trace_.now_us(), prog_.step);
       // ---- checkpoint hook (src/train/resume.cpp): periodic saves; stop signals agreed by all ranks ----
-      if (hooks_.step_end && hooks_.step_end()) {
+      bool hook_stop = false;
+      if (hooks_.step_end) {
+        TraceSpan ck_span(trace_, "checkpoint");
+        hook_stop = hooks_.step_end();
+      }
+      if (hook_stop) {
         interrupted = true;
         stop = true;
         break;
@@ -414,13 +460,20 @@ TrainSummary Trainer::run() {
     }
     if (!interrupted && (!stop || prog_.step_in_epoch >= steps_per_epoch_)) {
       // Epoch finished.
-      if (cfg_.train.eval) evaluate(epoch);
+      if (cfg_.train.eval) {
+        TraceSpan s(trace_, "evaluate");
+        evaluate(epoch);
+      }
       prog_.step_in_epoch = 0;
       prog_.epoch = epoch + 1;
     }
   }
   summary_.steps = prog_.step;
-  if (hooks_.run_end) hooks_.run_end(summary_);  // final or stop checkpoint; may set exit code 75 or 1
+  if (hooks_.run_end) {
+    TraceSpan ck_span(trace_, "checkpoint");
+    hooks_.run_end(summary_);  // final or stop checkpoint; may set exit code 75 or 1
+  }
+  if (trace_.enabled()) trace_.write(cfg_.run.dir);  // collective: rank 0 writes run.dir/trace.json
   summary_.wall_s = std::chrono::duration<double>(Clock::now() - run_t0).count();
   if (rank_ == 0) {
     metrics_->write({{"event", "run_end"}, {"status", summary_.status}, {"exit_code", summary_.exit_code}, {"steps", prog_.step},

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "io/dataset.hpp"
+#include "io/trace.hpp"
+#include "cuda/nvml_monitor.hpp"
 #include "io/metrics.hpp"
 #include "mpi/bucketer.hpp"
 #include "mpi/communicator.hpp"
@@ -69,6 +71,8 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   /// Micro-batch per rank = global_batch / (world_size * accumulation_steps).
   int micro_batch() const { return micro_batch_; }
+  /// The timeline (--trace.enabled; io/trace.hpp): `TraceSpan s(trainer.trace(), "checkpoint");`.
+  Trace& trace() { return trace_; }
   void set_checkpoint_hooks(CheckpointHooks h) { hooks_ = std::move(h); }
   /// metrics.jsonl writer (rank 0; nullptr elsewhere).
   MetricsWriter* metrics() { return metrics_.get(); }
@@ -83,6 +87,9 @@ class Trainer {
   void log_progress(const nlohmann::json& rec, double elapsed_s);
 
   Config cfg_;
+  std::unique_ptr<NvmlMonitor> nvml_;  ///< GPU runs: utilisation, memory, temperature, power into `step`
+  Trace trace_;  ///< trace.enabled; written to run.dir/trace.json by run(). Declared before comm_, so it
+                 ///< outlives the communication thread that records bucket spans into it.
   Device device_ = Device::cpu;
   int world_ = 1, rank_ = 0;
   int micro_batch_ = 0;

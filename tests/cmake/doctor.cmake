@@ -10,6 +10,7 @@ add_dependencies(ht_mpi_tests ht_fake_driver hpctrain)
 ht_add_mpi_test(trace_np2 2 "[trace]" LABELS doctor TIMEOUT 120)
 ht_add_script_test(doctor_np2 doctor/test_doctor.py LABELS doctor TIMEOUT 180
                    ARGS $<TARGET_FILE:ht_fake_driver>)
-ht_add_script_test(interop_torch interop/test_interop.py LABELS interop TIMEOUT 300)
+ht_add_script_test(interop_torch interop/test_interop.py ARGS $<TARGET_FILE:ht_unit_tests> LABELS interop TIMEOUT 300)
 target_compile_definitions(ht_mpi_tests PRIVATE HT_FAKE_DRIVER="$<TARGET_FILE:ht_fake_driver>")
 ht_add_mpi_test(binding_np2 2 "[binding_mpi]" LABELS doctor TIMEOUT 120)
+ht_add_script_test(trace_train_np2 doctor/test_trace_train.py LABELS doctor TIMEOUT 240)

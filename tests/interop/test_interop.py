@@ -80,6 +80,24 @@ def check_layout(path, model):
             assert f[n].dtype == "float32" and f[n].shape == tuple(sd[n.split("/", 1)[1]].shape), n
 
 
+UNIT_BIN = sys.argv[1] if len(sys.argv) > 1 else None  # ht_unit_tests: our forward ([.interop])
+
+
+def our_forward(ck, model_name, x, num_classes, mlp_hidden=64):
+    """hpctrain's forward (evaluation mode) on checkpoint `ck` for input x, through ht_unit_tests."""
+    inp, out = os.path.join(TMP, "input.h5"), os.path.join(TMP, "logits.h5")
+    with h5py.File(inp, "w") as f:
+        f["input"] = x.numpy()
+        f.attrs["model"] = model_name
+        f.attrs["num_classes"] = num_classes
+        f.attrs["mlp_hidden"] = mlp_hidden
+    env = dict(os.environ, HT_INTEROP_CKPT=ck, HT_INTEROP_INPUT=inp, HT_INTEROP_OUTPUT=out, OMP_NUM_THREADS="2")
+    p = subprocess.run([UNIT_BIN, "[.interop]"], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with h5py.File(out, "r") as f:
+        return torch.from_numpy(f["logits"][()])
+
+
 def round_trip(model_name, model, x, extra_import=()):
     model.eval()
     randomise_bn(model)
@@ -101,7 +119,17 @@ def round_trip(model_name, model, x, extra_import=()):
     fresh.eval()
     with torch.no_grad():
         assert torch.equal(model(x), fresh(x)), "logits differ after the round trip"
-    print(f"{model_name}: {len(a)} tensors reproduced exactly; strict load and logits identical")
+    msg = ""
+    if UNIT_BIN:
+        # import -> our forward; export -> PyTorch's forward on the exported weights: same logits.
+        ours = our_forward(ck, model_name, x, b[[k for k in b if k.endswith("weight")][-1]].shape[0])
+        with torch.no_grad():
+            theirs = fresh(x)
+        rel = ((ours - theirs).norm() / theirs.norm()).item()
+        worst = ((ours - theirs).abs() / theirs.abs().clamp_min(1e-3 * theirs.abs().max())).max().item()
+        assert rel < 1e-4, f"{model_name}: logits differ from PyTorch: relative error {rel:.3e}"
+        msg = f"; our logits vs PyTorch: relative error {rel:.2e} (2-norm), {worst:.2e} (worst element)"
+    print(f"{model_name}: {len(a)} tensors reproduced exactly; strict load and logits identical{msg}")
     return ck
 
 
@@ -111,6 +139,35 @@ round_trip("resnet18", torchvision.models.resnet18(num_classes=100), torch.randn
 round_trip("resnet18_cifar", ht_torch.build_model("resnet18_cifar", 10), torch.randn(2, 3, 32, 32))
 round_trip("fmnist_cnn", ht_torch.build_model("fmnist_cnn", 10, 1, 28, 28), torch.randn(2, 1, 28, 28))
 round_trip("mlp", ht_torch.build_model("mlp", 10, 1, 28, 28), torch.randn(2, 1, 28, 28))
+
+# Fine-tuning workflow: a 100-class resnet18_cifar state_dict -> checkpoint -> hpctrain train --init-from
+# --reset-head on 10 classes. With lr 0 the final checkpoint's parameters are exactly the imported ones,
+# except the head, which is freshly initialised with the new class count.
+HT_BIN = os.environ.get("HT_BIN")
+if HT_BIN:
+    src_model = ht_torch.build_model("resnet18_cifar", 100)
+    randomise_bn(src_model)
+    sd_path, ck100 = os.path.join(TMP, "r18c100.pth"), os.path.join(TMP, "r18c100.h5")
+    torch.save(src_model.state_dict(), sd_path)
+    run(os.path.join(SRC, "scripts/import_torch.py"), sd_path, ck100, "--model", "resnet18_cifar")
+    rd = os.path.join(TMP, "finetune")
+    p = subprocess.run([HT_BIN, "train", "--data.synthetic", "true", "--data.synthetic_samples", "64",
+                        "--model.name", "resnet18_cifar", "--train.global_batch", "4", "--train.max_steps", "1",
+                        "--train.epochs", "0", "--train.eval", "false", "--train.device", "cpu", "--optim.lr", "0",
+                        "--optim.momentum", "0", "--optim.weight_decay", "0", "--run.dir", rd,
+                        "--init-from", ck100, "--reset-head"], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    final = sorted(f for f in os.listdir(os.path.join(rd, "checkpoints")) if f.endswith(".h5"))[-1]
+    tensors, _, _, _ = ht_torch.read_checkpoint(os.path.join(rd, "checkpoints", final))
+    got = {k: v for k, v in tensors}
+    src_sd = src_model.state_dict()
+    for n, prm in src_model.named_parameters():
+        if n.startswith("fc."):
+            assert got["param/" + n].shape[0] == 10, (n, got["param/" + n].shape)
+        else:
+            assert (torch.from_numpy(got["param/" + n]) == src_sd[n]).all(), f"{n} not taken from the import"
+    print("fine-tune: --init-from an imported 100-class checkpoint with --reset-head trains 10 classes; "
+          "all non-head parameters are the imported ones")
 
 # A state_dict that does not match the model: exit 2, naming the tensor.
 bad = torchvision.models.resnet18(num_classes=10).state_dict()

@@ -1,0 +1,148 @@
+"""Helpers for the checkpoint script tests: run hpctrain (plain or under mpirun), read metrics.jsonl
+and checkpoint files (with h5py, independently of our C++ reader), compare runs bitwise."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+HT = os.environ.get("HT_BIN", "build/hpctrain")
+MPIEXEC = os.environ.get("HT_MPIEXEC", "mpirun")
+FAILURES = []
+TMP = tempfile.mkdtemp(prefix="ht_ckpt_test_")
+
+
+def check(cond, what):
+    print(("ok:   " if cond else "FAIL: ") + what, flush=True)
+    if not cond:
+        FAILURES.append(what)
+    return cond
+
+
+def cmd(args, np_ranks=None):
+    c = [HT, "train"] + args
+    if np_ranks:
+        c = [MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", str(np_ranks)] + c
+    return c
+
+
+def run(args, np_ranks=None, timeout=120, env=None):
+    """Runs to completion: (exit code, stdout + stderr)."""
+    e = dict(os.environ, **(env or {}))
+    try:
+        p = subprocess.run(cmd(args, np_ranks), capture_output=True, text=True, timeout=timeout, env=e)
+    except subprocess.TimeoutExpired as ex:
+        return 124, "TIMEOUT (hang)\n" + str(ex.stdout) + str(ex.stderr)
+    return p.returncode, p.stdout + p.stderr
+
+
+def start(args, np_ranks=None, env=None):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.Popen(cmd(args, np_ranks), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e,
+                            start_new_session=True)
+
+
+def metrics(run_dir, event="step"):
+    out = []
+    p = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(p):
+        return out
+    with open(p) as f:
+        for line in f:
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue  # a line cut by SIGKILL
+            if j.get("event") == event:
+                out.append(j)
+    return out
+
+
+def losses(run_dir):
+    """step -> loss of the LAST record of each step (a rerun after a crash repeats steps)."""
+    return {j["step"]: j["loss"] for j in metrics(run_dir)}
+
+
+def lrs(run_dir):
+    return {j["step"]: j["lr"] for j in metrics(run_dir)}
+
+
+def wait_for_step(run_dir, step, proc, timeout=60):
+    """Waits until the run started after this call (a new run_start) logs `step`."""
+    starts = len(metrics(run_dir, "run_start"))
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        lines = []
+        p = os.path.join(run_dir, "metrics.jsonl")
+        if os.path.exists(p):
+            with open(p) as f:
+                for line in f:
+                    try:
+                        lines.append(json.loads(line))
+                    except ValueError:
+                        pass
+        seen = 0
+        for j in lines:
+            if j.get("event") == "run_start":
+                seen += 1
+            elif j.get("event") == "step" and seen > starts and j["step"] >= step:
+                return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.01)
+    return False
+
+
+def latest(run_dir):
+    with open(os.path.join(run_dir, "LATEST")) as f:
+        return os.path.join(run_dir, f.read().strip())
+
+
+def ckpt(run_dir, step):
+    return os.path.join(run_dir, "checkpoints", "step-%08d.h5" % step)
+
+
+def state(path, groups=("param", "momentum", "buffer")):
+    out = {}
+    with h5py.File(path, "r") as f:
+        for g in groups:
+            if g in f:
+                f[g].visititems(lambda n, o: out.__setitem__(g + "/" + n, o[...]) if isinstance(o, h5py.Dataset) else None)
+        ints = {k: int(f["ints"][k][0]) for k in f["ints"]}
+    return out, ints
+
+
+def same_state(a_path, b_path, exact_groups=("param", "momentum"), buffer_tol=1e-5):
+    """Parameters and momentum bitwise; BatchNorm buffers (averaged over ranks at each save) to tol."""
+    a, _ = state(a_path)
+    b, _ = state(b_path)
+    if a.keys() != b.keys():
+        return False, "different tensor names"
+    for k in a:
+        if k.split("/")[0] in exact_groups:
+            if a[k].tobytes() != b[k].tobytes():
+                return False, f"{k} differs (max |d| {np.abs(a[k] - b[k]).max():.3g})"
+        elif not np.allclose(a[k], b[k], rtol=buffer_tol, atol=buffer_tol):
+            return False, f"{k} differs beyond {buffer_tol}"
+    return True, f"{len(a)} tensors equal"
+
+
+def fresh_dir(name):
+    d = os.path.join(TMP, name)
+    shutil.rmtree(d, ignore_errors=True)
+    return d
+
+
+def finish():
+    shutil.rmtree(TMP, ignore_errors=True)
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed:", *FAILURES, sep="\n  ", flush=True)
+        sys.exit(1)
+    print("all checks passed", flush=True)
+    sys.exit(0)

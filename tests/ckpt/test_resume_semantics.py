@@ -1,0 +1,69 @@
+"""Resume rules (one rank, mlp): a rerun refuses a changed model or global batch unless
+run.allow_config_change; run.fresh starts over (old checkpoints moved aside); --init-from loads
+parameters only and --reset-head re-initialises the last linear layer for a new class count;
+--checkpoint.mtbf_minutes picks the Young/Daly interval from the measured cost and logs it."""
+import math
+
+from common import *
+
+BASE_KEYS = {"data.synthetic": "true", "data.synthetic_samples": "256", "data.synthetic_height": "8",
+             "data.synthetic_width": "8", "data.synthetic_channels": "1", "model.name": "mlp",
+             "model.mlp_hidden": "32", "train.global_batch": "16", "train.epochs": "0", "train.max_steps": "12",
+             "train.device": "cpu", "train.eval": "false", "train.log_every_steps": "1000"}
+
+
+def A(*extra, **over):
+    """Config flags: BASE_KEYS with overrides (section__key=value), then extra arguments."""
+    keys = dict(BASE_KEYS)
+    keys.update({k.replace("__", "."): v for k, v in over.items()})
+    out = []
+    for k, v in keys.items():
+        out += ["--" + k, v]
+    return out + list(extra)
+
+
+d = fresh_dir("sem")
+rc, out = run(A("--run.dir", d, "--checkpoint.test_signal_at_step", "6"))
+check(rc == 75, f"run stopped after step 6 (exit {rc})")
+
+rc, out = run(A("--run.dir", d, train__global_batch="32"))
+check(rc == 2 and "train.global_batch = 16" in out and "allow_config_change" in out,
+      f"changed global batch refused with exit 2 naming both values (exit {rc})") or print(out)
+rc, out = run(A("--run.dir", d, model__name="fmnist_cnn"))
+check(rc == 2 and "model.name = mlp" in out, f"changed model refused with exit 2 (exit {rc})") or print(out)
+rc, out = run(A("--run.dir", d, "--run.allow_config_change", "true", train__global_batch="32"))
+check(rc == 0 and "resumed from" in out, f"run.allow_config_change resumes anyway (exit {rc})") or print(out)
+
+rc, out = run(A("--run.dir", d, "--run.fresh", "true"))
+check(rc == 0 and "run.fresh: previous checkpoints moved to" in out and "resumed from" not in out,
+      f"run.fresh starts over (exit {rc})") or print(out)
+check(any(n.startswith("checkpoints.before-fresh-") for n in os.listdir(d)), "old checkpoints kept aside")
+check(metrics(d, "step")[-1]["step"] == 12 and metrics(d, "run_start")[-1]["resumed_from_step"] == 0,
+      "the fresh run trained from step 0")
+
+# Fine-tuning: parameters from a 10-class checkpoint into a 4-class model.
+src = ckpt(d, 12)
+ft = fresh_dir("finetune")
+rc, out = run(A("--run.dir", ft, "--model.num_classes", "4", "--init-from", src, data__synthetic_classes="4"))
+check(rc == 2 and "has shape" in out, f"--init-from with another class count needs --reset-head (exit {rc})") or print(out)
+rc, out = run(A("--run.dir", ft, "--model.num_classes", "4", "--init-from", src, "--reset-head", "--optim.lr", "0",
+                   data__synthetic_classes="4",
+                   train__max_steps="1"))
+check(rc == 0 and "head reset: fc3.weight fc3.bias" in out, f"--init-from X --reset-head trains (exit {rc})") or print(out)
+a, _ = state(src)
+b, _ = state(ckpt(ft, 1))
+kept = [k for k in a if k.startswith("param/") and not k.startswith("param/fc3")]
+check(kept and all(a[k].tobytes() == b[k].tobytes() for k in kept), f"{len(kept)} backbone tensors loaded exactly (lr 0)")
+check(b["param/fc3.weight"].shape[0] == 4, "the head has the new class count")
+
+# Young/Daly: interval = sqrt(2 C M) from the measured checkpoint cost.
+yd = fresh_dir("young_daly")
+rc, out = run(A("--run.dir", yd, "--checkpoint.mtbf_minutes", "0.01"))
+ev = metrics(yd, "checkpoint_interval")
+check(rc == 0 and "checkpoint interval (Young/Daly)" in out and ev, f"Young/Daly interval logged (exit {rc})") or print(out)
+if ev:
+    e = ev[0]
+    check(abs(e["interval_s"] - math.sqrt(2 * e["cost_s"] * 0.6)) < 1e-6 * e["interval_s"],
+          f"interval {e['interval_s']:.3f} s = sqrt(2 x C {e['cost_s']:.4f} s x 0.6 s)")
+    check(metrics(yd, "checkpoint")[0]["reason"] == "young_daly_measure", "the first checkpoint measures the cost")
+finish()
