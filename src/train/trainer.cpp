@@ -68,7 +68,7 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
 void Trainer::setup_local(int& threads) {
   const auto& d = dist();
   // ---- Device and threads ----
-  device_ = select_device(cfg_.train.device, d.local_rank);
+  device_ = select_device(cfg_.train.device, d.local_rank, cfg_.dist.allow_shared_gpu);
   threads = cfg_.train.threads > 0 ? cfg_.train.threads : std::max(1, omp_get_num_procs() / std::max(1, d.local_size));
   if (!std::getenv("OMP_NUM_THREADS") || cfg_.train.threads > 0) omp_set_num_threads(threads);
 
