@@ -50,7 +50,7 @@ __global__ void gap_forward_kernel(const float* __restrict__ x, float* __restric
     const float* p = x + i * hw;
     float s = 0.f;
     for (int j = 0; j < hw; ++j) s += p[j];
-    y[i] = s / static_cast<float>(hw);
+    y[i] = s * (1.f / static_cast<float>(hw));  // as the CPU: sum times the reciprocal
   }
 }
 

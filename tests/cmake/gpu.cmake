@@ -1,0 +1,12 @@
+# GPU tests (tests/gpu/*.cpp): built only with the CUDA backend. Each entry exits 77 (reported as
+# skipped) when no GPU is usable, so `ctest -L gpu` is safe on any machine.
+if(HT_HAVE_CUDA)
+  file(GLOB HT_GPU_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/gpu/*.cpp)
+  add_executable(ht_gpu_tests ${HT_GPU_TESTS})
+  target_link_libraries(ht_gpu_tests PRIVATE hpctrain_core Catch2::Catch2)
+  foreach(area ops nccl)
+    add_test(NAME gpu_${area} COMMAND $<TARGET_FILE:ht_gpu_tests> "[gpu_${area}]")
+    set_tests_properties(gpu_${area} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300
+                         ENVIRONMENT "${HT_MPI_TEST_ENV}")
+  endforeach()
+endif()

@@ -1,0 +1,53 @@
+#pragma once
+// Helpers for GPU-vs-CPU tests: seeded random host tensors, copies between devices, and the error
+// measure used with the per-op tolerances: max_i |got_i - ref_i| / max(max_i |ref_i|, 1e-30).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "src/core/tensor.hpp"
+
+namespace ht::gputest {
+
+inline Tensor randn(std::vector<int64_t> shape, uint32_t seed, float mean = 0.f, float stddev = 1.f) {
+  Tensor t = Tensor::empty(std::move(shape));
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(mean, stddev);
+  for (float& v : t.span<float>()) v = d(g);
+  return t;
+}
+
+inline Tensor gpu(const Tensor& t) { return t.to(Device::cuda); }
+inline Tensor host(const Tensor& t) { return t.to(Device::cpu); }
+
+/// Relative max error of a GPU tensor against a CPU reference (see above).
+inline double rel_err(const Tensor& got_gpu, const Tensor& ref) {
+  Tensor g = host(got_gpu);
+  REQUIRE(g.numel() == ref.numel());
+  double diff = 0, scale = 0;
+  auto a = g.span<float>();
+  auto b = ref.span<float>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+/// True when every element is bitwise equal.
+inline bool bit_equal(const Tensor& got_gpu, const Tensor& ref) {
+  Tensor g = host(got_gpu);
+  if (g.numel() != ref.numel()) return false;
+  auto a = g.span<float>();
+  auto b = ref.span<float>();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
+  return true;
+}
+
+}  // namespace ht::gputest
