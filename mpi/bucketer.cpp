@@ -4,6 +4,10 @@
 #include <chrono>
 #include <string>
 
+#include <mpi.h>
+
+#include "mpi/dist.hpp"
+
 namespace ht {
 
 namespace {
@@ -64,6 +68,30 @@ GradBucketer::GradBucketer(Communicator& comm, std::span<float> flat_grads, std:
   remaining_.assign(plan_.size(), 0);
   marked_.assign(params_.size(), 0);
   communicate_ = comm_.world_size() > 1;
+  if (communicate_) check_same_plan_on_all_ranks();
+}
+
+void GradBucketer::check_same_plan_on_all_ranks() const {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) return;  // a stand-in communicator in a single-process test
+  // FNV-1a over the bucket boundaries, kept below 2^62 so its negation fits.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](int64_t v) {
+    for (int k = 0; k < 8; ++k) h = (h ^ ((static_cast<uint64_t>(v) >> (8 * k)) & 0xff)) * 1099511628211ull;
+  };
+  mix(static_cast<int64_t>(flat_.size()));
+  for (const auto& b : plan_) {
+    mix(b.begin);
+    mix(b.end);
+  }
+  const long long mine = static_cast<long long>(h >> 2);
+  const long long hi = dist_max(mine), lo = -dist_max(-mine);
+  if (hi != lo)
+    throw RuntimeError("GradBucketer: rank " + std::to_string(comm_.rank()) +
+                       ": the gradient buckets differ between ranks (this rank: " + std::to_string(plan_.size()) +
+                       " buckets over " + std::to_string(flat_.size()) +
+                       " floats); every rank needs the same model and dist.bucket_mb");
 }
 
 std::vector<std::pair<int64_t, int64_t>> GradBucketer::bucket_ranges() const {

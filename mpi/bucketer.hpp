@@ -43,7 +43,10 @@ std::vector<BucketPlan> plan_buckets(const std::vector<ParamSlice>& params, doub
 class GradBucketer {
  public:
   /// flat_grads: every parameter's gradient, contiguous, in registration order, on comm's device.
-  /// Throws as plan_buckets does, and RuntimeError when a slice lies outside flat_grads.
+  /// Collective when world_size > 1: all ranks construct it together and check (two small MPI
+  /// allreduces on MPI_COMM_WORLD) that they planned identical buckets, since different plans would
+  /// deadlock or mix unrelated gradients. Throws as plan_buckets does, and RuntimeError when a slice
+  /// lies outside flat_grads or the plans differ between ranks (on every rank).
   GradBucketer(Communicator& comm, std::span<float> flat_grads, std::vector<ParamSlice> params, double bucket_mb);
 
   /// Call before the backward pass whose gradients are final (with accumulation: the last
@@ -73,6 +76,7 @@ class GradBucketer {
   const Stats& stats() const { return stats_; }
 
  private:
+  void check_same_plan_on_all_ranks() const;
   void launch_ready();
   void launch(int b);
 

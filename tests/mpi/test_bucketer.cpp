@@ -110,3 +110,21 @@ TEST_CASE("bucketer: one bucket for everything and one bucket per parameter", "[
     CHECK(count_wrong(flat, n, 1) == 0);
   }
 }
+
+TEST_CASE("bucketer: different bucket plans on different ranks are an error on every rank", "[bucketer]") {
+  MpiCommunicator comm;
+  const int r = comm.rank();
+  auto m = make_model();
+  std::vector<float> flat(static_cast<size_t>(m.total));
+  // Rank 0 uses another bucket size than the others (as a mismatched dist.bucket_mb would).
+  try {
+    GradBucketer bk(comm, flat, m.params, r == 0 ? 1000.0 : 0.25);  // one bucket vs several
+    FAIL("no error for mismatched plans");
+  } catch (const RuntimeError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("differ between ranks") != std::string::npos);
+    CHECK(std::string(e.what()).find("rank " + std::to_string(r)) != std::string::npos);
+  }
+  GradBucketer same(comm, flat, m.params, 0.25);  // and the same plan everywhere is accepted
+  CHECK(same.num_buckets() > 1);
+}
