@@ -61,12 +61,19 @@ PRESETS = {
                "what": "8 rails x 200 Gb/s InfiniBand HDR per node"},
     "ib-400": {"busbw_GBps": 8 * 50.0 * 0.9, "latency_us": 15.0,
                "what": "8 rails x 400 Gb/s InfiniBand NDR per node"},
+    # CPU clusters (ranks instead of GPUs): MPI over shared memory in a node, one NIC per node.
+    "shm": {"busbw_GBps": 10.0, "latency_us": 2.0, "what": "MPI over shared memory within a node"},
+    "ib-200x1": {"busbw_GBps": 25.0 * 0.9, "latency_us": 3.0, "what": "1 x 200 Gb/s InfiniBand per node (MPI)"},
+    "eth-25": {"busbw_GBps": 3.125 * 0.9, "latency_us": 30.0, "what": "1 x 25 Gb/s Ethernet per node (MPI over TCP)"},
 }
-# Default systems: (node fabric, network).
+# Default systems: (node fabric, network). GPU systems for GPU measurements, CPU ones for CPU.
 SYSTEMS = {
     "a100-ib200": ("nvswitch-a100", "ib-200"),
     "h100-ib400": ("nvswitch-h100", "ib-400"),
+    "cpu-ib200": ("shm", "ib-200x1"),
+    "cpu-eth25": ("shm", "eth-25"),
 }
+DEFAULT_SYSTEMS = {"cuda": ["a100-ib200", "h100-ib400"], "cpu": ["cpu-ib200", "cpu-eth25"]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,24 +267,25 @@ class Model:
         if args.overlap is not None:
             self.overlap_note = "fixed overlap fraction %.2f (--overlap)" % args.overlap
 
-    def step(self, n, per_gpu_batch, fabric):
-        """Predicted (step_s, compute_s, comm_s, exposed_s) for n GPUs at per_gpu_batch."""
-        comp = self.compute(per_gpu_batch) / 1000.0
-        fwd, bwd = comp * self.fwd_frac, comp * self.bwd_frac
-        algo = self.args.algo
+    def comm(self, n, comp, fwd, bwd, fabric):
+        """(total allreduce s, exposed s) for n ranks with this step's compute, forward and backward."""
         if n <= 1:
-            return comp, comp, 0.0, 0.0
+            return 0.0, 0.0
         if self.timeline:
             fracs, sizes = self.timeline
             launches = [f * comp for f in fracs]
         else:
             sizes, launches = uniform_timeline(self.grad_bytes, self.args.bucket_mb * 2**20, fwd, bwd)
-        comms = [allreduce_s(s, n, fabric, algo) for s in sizes]
+        comms = [allreduce_s(s, n, fabric, self.args.algo) for s in sizes]
         total = sum(comms)
         if self.args.overlap is not None:
-            exposed = (1 - self.args.overlap) * total
-        else:
-            exposed = exposed_comm_s(launches, comms, fwd + bwd)
+            return total, (1 - self.args.overlap) * total
+        return total, exposed_comm_s(launches, comms, fwd + bwd)
+
+    def step(self, n, per_gpu_batch, fabric):
+        """Predicted (step_s, compute_s, comm_s, exposed_s) for n GPUs at per_gpu_batch."""
+        comp = self.compute(per_gpu_batch) / 1000.0
+        total, exposed = self.comm(n, comp, comp * self.fwd_frac, comp * self.bwd_frac, fabric)
         return comp + exposed, comp, total, exposed
 
 
@@ -335,7 +343,8 @@ def main(argv=None):
         bw, lat = (float(x) for x in vals.split(","))
         fabrics[name] = {"busbw_GBps": bw, "latency_us": lat, "what": "given: --fabric %s" % spec}
     systems = {}
-    for spec in args.system or (list(SYSTEMS) + (["measured"] if allreduce else [])):
+    dev = train[0].get("device", "cpu")
+    for spec in args.system or (DEFAULT_SYSTEMS.get(dev, DEFAULT_SYSTEMS["cpu"]) + (["measured"] if allreduce else [])):
         name, _, val = spec.partition("=")
         if name == "measured" and not val:
             systems["measured"] = ("measured", "measured")
@@ -351,7 +360,15 @@ def main(argv=None):
     device = model.ref.get("device", "?")
     measured_max = max(p["world_size"] for p in train)
 
-    # ---- measured points
+    # ---- measured points; comm_model_ms: the model's exposed allreduce for that point's measured
+    # compute on the measured fabric (a check of the communication model where both exist)
+    def check_ms(p):
+        fab = measured_fabric(allreduce, p["world_size"]) if p["world_size"] > 1 else None
+        if fab is None:
+            return ""
+        _, exp = model.comm(p["world_size"], compute_ms(p) / 1e3, p["forward_ms"] / 1e3, p["backward_ms"] / 1e3, fab)
+        return exp * 1e3
+
     rows = []
     base = {}
     for mode in ("weak", "strong", "unknown"):
@@ -371,7 +388,7 @@ def main(argv=None):
                 "step_ms": p["step_ms"], "compute_ms": compute_ms(p),
                 "data_ms": p.get("data_ms", 0.0), "forward_ms": p.get("forward_ms", 0.0),
                 "backward_ms": p.get("backward_ms", 0.0), "allreduce_ms": p.get("allreduce_ms", 0.0),
-                "optimizer_ms": p.get("optimizer_ms", 0.0), "comm_model_ms": "", "source": p["file"]})
+                "optimizer_ms": p.get("optimizer_ms", 0.0), "comm_model_ms": check_ms(p), "source": p["file"]})
 
     # ---- model predictions
     weak_b = args.weak_batch or (per_rank_batch(base["weak"]) if "weak" in base else per_rank_batch(model.ref))
@@ -429,14 +446,17 @@ def main(argv=None):
                 sname, nf, fabrics[nf]["busbw_GBps"], fabrics[nf]["latency_us"], nw,
                 fabrics[nw]["busbw_GBps"], fabrics[nw]["latency_us"]))
     print()
-    print("%-8s %-7s %-12s %6s %12s %10s %8s %9s %9s" % (
-        "kind", "scaling", "system", "gpus", "images/s", "per gpu", "eff", "step ms", "comm ms"))
+    print("comm ms: exposed allreduce per step (measured for measured points, predicted for the model);")
+    print("model ms: the model's exposed allreduce for a measured point's own compute on the measured fabric")
+    print("%-8s %-7s %-12s %6s %12s %10s %8s %9s %9s %9s" % (
+        "kind", "scaling", "system", "gpus", "images/s", "per gpu", "eff", "step ms", "comm ms", "model ms"))
     for r in rows:
         if r["kind"] == "model" and r["gpus"] not in (1, 8, 64, 256, 1024):
             continue
-        print("%-8s %-7s %-12s %6d %12.1f %10.1f %8.3f %9.2f %9.2f" % (
+        chk = r["comm_model_ms"] if r["kind"] == "measured" else ""
+        print("%-8s %-7s %-12s %6d %12.1f %10.1f %8.3f %9.2f %9.2f %9s" % (
             r["kind"], r["scaling"], r["system"], r["gpus"], r["images_per_s"], r["images_per_s_per_gpu"],
-            r["efficiency"], r["step_ms"], r["allreduce_ms"]))
+            r["efficiency"], r["step_ms"], r["allreduce_ms"], ("%.2f" % chk) if chk != "" else ""))
 
     plot(args, rows, curves, model_name, device)
     cost(args, model, systems, fabrics, allreduce, weak_b, model_name)

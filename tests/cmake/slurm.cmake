@@ -5,3 +5,7 @@ ht_add_script_test(slurm_sbatch_requeue slurm/test_sbatch_requeue.sh LABELS slur
 set_tests_properties(slurm_sbatch_requeue PROPERTIES RESOURCE_LOCK slurm_cluster)
 # The scaling model's arithmetic against hand-computed values (no Slurm needed).
 ht_add_script_test(scaling_model slurm/test_scaling_model.py LABELS scaling TIMEOUT 120)
+ht_add_script_test(slurm_train_sbatch slurm/test_train_sbatch.sh LABELS slurm TIMEOUT 120)
+ht_add_script_test(slurm_preempt slurm/test_preempt.sh LABELS slurm TIMEOUT 180)
+ht_add_script_test(slurm_bench_node slurm/test_bench_node.sh LABELS slurm TIMEOUT 240)
+set_tests_properties(slurm_train_sbatch slurm_preempt slurm_bench_node PROPERTIES RESOURCE_LOCK slurm_cluster)

@@ -78,14 +78,17 @@ ht_slurm_start() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   local d=$HT_SLURM_DIR
-  mkdir -p "$d"/{munge,log,state,spool/localhost,run}
+  mkdir -p "$d"/{munge,log,state,spool/localhost,run,tmp}
   chmod 700 "$d/munge"
 
   # munged: own key, socket, pid and seed files. --force tolerates a world-writable /tmp parent.
   mungekey --create --keyfile="$d/munge/munge.key" >/dev/null 2>&1 ||
     dd if=/dev/urandom of="$d/munge/munge.key" bs=1024 count=1 status=none
   chmod 400 "$d/munge/munge.key"
-  munged -F --force --key-file="$d/munge/munge.key" --socket="$d/munge/munge.sock" \
+  # Daemons die with this shell even when it is SIGKILLed (a ctest timeout), where no trap runs.
+  local guard=()
+  setpriv --pdeathsig KILL true 2>/dev/null && guard=(setpriv --pdeathsig KILL)
+  "${guard[@]}" munged -F --force --key-file="$d/munge/munge.key" --socket="$d/munge/munge.sock" \
     --pid-file="$d/munge/munged.pid" --seed-file="$d/munge/munged.seed" \
     --log-file="$d/log/munged.log" >"$d/log/munged.out" 2>&1 &
   HT_SLURM_PIDS+=($!)
@@ -109,6 +112,10 @@ ht_slurm_start() {
   # pin its address to loopback.
   host=$(hostname -s)
   : >"$d/plugstack.conf"
+  # PMIx puts per-step directories named after uid, job and step ids (spmix_appdir_0_1.0) under
+  # TmpFS (/tmp by default): every fresh cluster numbers jobs from 1, so concurrent or leftover
+  # clusters would collide there. Both go into the private directory.
+  echo "PMIxCliTmpDirBase=${d}/tmp" >"$d/mpi.conf"
   # Countable GPUs without device files, so scripts that ask for --gpus-per-node run unchanged.
   # slurmd drops file-less GPUs and wants device files: each gets a null character device
   # (an empty file where mknod is not allowed; slurmd then logs an error but counts it).
@@ -126,6 +133,7 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=${d}/munge/munge.sock,cred_expire=10
 StateSaveLocation=${d}/state
+TmpFS=${d}/tmp
 SlurmdSpoolDir=${d}/spool/%n
 SlurmctldPidFile=${d}/run/slurmctld.pid
 SlurmdPidFile=${d}/run/slurmd-%n.pid
@@ -159,12 +167,14 @@ NodeName=localhost NodeHostname=${host} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemo
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
   export SLURM_CONF="$d/slurm.conf"
+  # Jobs run as root here: let mpirun inside them (test harness only, as tests/CMakeLists.txt does).
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   # Jobs must not inherit a Slurm context from an enclosing allocation.
   unset SLURM_JOB_ID SLURM_JOBID SLURM_NODELIST SLURM_NTASKS SLURM_PROCID
 
-  slurmctld -D -i -f "$SLURM_CONF" >"$d/log/slurmctld.out" 2>&1 &
+  "${guard[@]}" slurmctld -D -i -f "$SLURM_CONF" >"$d/log/slurmctld.out" 2>&1 &
   HT_SLURM_PIDS+=($!)
-  slurmd -D -N localhost -f "$SLURM_CONF" >"$d/log/slurmd.out" 2>&1 &
+  "${guard[@]}" slurmd -D -N localhost -f "$SLURM_CONF" >"$d/log/slurmd.out" 2>&1 &
   HT_SLURM_PIDS+=($!)
 
   # Ready when the node is idle; give up after 30 s.
@@ -228,7 +238,8 @@ ht_slurm_stop() {
 # ht_slurm_dump_logs: tails of the daemon logs, for a failing test's output.
 ht_slurm_dump_logs() {
   local f
-  for f in "$HT_SLURM_DIR"/log/*.log "$HT_SLURM_DIR"/log/*.out; do
+  # The daemons' *.out repeat their *.log; munged logs startup problems to its *.out only.
+  for f in "$HT_SLURM_DIR"/log/*.log "$HT_SLURM_DIR"/log/munged.out; do
     [[ -s "$f" ]] || continue
     echo "---- tail $f" >&2
     tail -n 30 "$f" >&2

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# `sbatch --wait slurm/train.sbatch` with the quickstart config (configs/fmnist_cnn.ini) on 2 tasks
+# (srun --mpi=pmix) in a real single-node Slurm: exits 0, and the run directory holds the effective
+# config and metrics (run_start with world_size 2, every step, run_end finished). Small: 2,048 train
+# samples, 12 steps. Exit 77 when Slurm cannot start.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+HT_BIN=${HT_BIN:-$src/build/hpctrain}
+[[ -x $HT_BIN ]] || { echo "FAIL: HT_BIN '$HT_BIN' missing" >&2; exit 1; }
+source "$here/cluster.sh"
+ht_slurm_start || exit $?
+work=$HT_SLURM_DIR/work
+mkdir -p "$work"
+fail() {
+  echo "FAIL: $*" >&2
+  local f
+  for f in "$work"/*.out; do [[ -f $f ]] && { echo "---- $f" >&2; tail -n 60 "$f" >&2; }; done
+  ht_slurm_dump_logs
+  exit 1
+}
+"$HT_BIN" prepare --format fashion-mnist --input /usr/share/datasets/fashion-mnist --output "$work/fmnist" \
+  --shards 2 >"$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; fail "hpctrain prepare"; }
+
+export HT_BIN OMP_NUM_THREADS=1
+run=$work/run
+id=$(cd "$work" && sbatch --parsable --wait --job-name=quick --ntasks-per-node=2 --gpus-per-node=2 \
+       "$src/slurm/train.sbatch" --config "$src/configs/fmnist_cnn.ini" --data.dir "$work/fmnist" \
+       --data.limit_train 2048 --data.limit_test 500 --train.global_batch 32 --train.max_steps 12 \
+       --train.device cpu --run.dir "$run")
+rc=$?
+id=${id%%;*}
+log=$work/quick-$id.out
+echo "---- $log"; cat "$log"
+[[ $rc == 0 ]] || fail "sbatch --wait train.sbatch exited $rc"
+[[ -s $run/config.ini ]] || fail "no effective config in $run"
+/usr/bin/python3 - "$run/metrics.jsonl" <<'PY' || fail "metrics"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+kinds = [e["event"] for e in ev]
+assert kinds[0] == "run_start" and ev[0]["world_size"] == 2, ev[0]
+steps = [e["step"] for e in ev if e["event"] == "step"]
+assert steps == list(range(1, 13)), steps
+end = [e for e in ev if e["event"] == "run_end"]
+assert len(end) == 1 and end[0]["status"] == "finished" and end[0]["exit_code"] == 0, end
+last = [e for e in ev if e["event"] == "step"][-1]
+assert last["loss"] is not None and last["images_per_s"] > 0, last
+print("metrics ok: %d steps, final loss %.4f" % (len(steps), last["loss"]))
+PY
+grep -q 'restart 0: 2 tasks' "$log" || fail "log lacks the launch line"
+echo PASS
