@@ -1,7 +1,7 @@
 /* A fake NVIDIA driver for tests: exports the CUDA driver API and NVML functions that
  * cuda/gpu_env.cpp and cuda/nvml_monitor.cpp look up with dlsym, with behaviour set by environment
  * variables, so the probing code runs its real dlopen path on a machine without a GPU:
- *   HT_FAKE_CUDA_DRIVER_VERSION  cuDriverGetVersion's value (default 12040 = CUDA 12.4)
+ *   HT_FAKE_CUDA_DRIVER_VERSION  cuDriverGetVersion's value (default 13020 = CUDA 13.2, newer than the runtime any build here uses)
  *   HT_FAKE_CUDA_INIT            cuInit's CUresult (default 0; 100 = no device, 35 = insufficient driver)
  *   HT_FAKE_CUDA_DEVICES         device count (default 2)
  * Device i: name "Fake GPU i", UUID bytes all equal to 0xa0 + i, 80 GiB, compute capability 9.0.
@@ -16,7 +16,7 @@ static int env_int(const char* name, int def) {
 }
 static int ndev(void) { return env_int("HT_FAKE_CUDA_DEVICES", 2); }
 
-int cuDriverGetVersion(int* v) { *v = env_int("HT_FAKE_CUDA_DRIVER_VERSION", 12040); return 0; }
+int cuDriverGetVersion(int* v) { *v = env_int("HT_FAKE_CUDA_DRIVER_VERSION", 13020); return 0; }
 int cuInit(unsigned flags) { (void)flags; return env_int("HT_FAKE_CUDA_INIT", 0); }
 int cuDeviceGetCount(int* n) { *n = ndev(); return 0; }
 int cuDeviceGet(int* d, int i) { if (i < 0 || i >= ndev()) return 101; *d = i; return 0; }
