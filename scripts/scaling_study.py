@@ -262,11 +262,16 @@ class Model:
         self.compute, self.compute_note = fit_compute(train)
         self.fwd_frac = float(np.mean([p["forward_ms"] / max(compute_ms(p), 1e-9) for p in ref]))
         self.bwd_frac = float(np.mean([p["backward_ms"] / max(compute_ms(p), 1e-9) for p in ref]))
-        tl = self.ref.get("bucket_launch_ms")
-        if tl and self.ref.get("bucket_bytes"):
-            c = compute_ms(self.ref)
-            self.timeline = ([float(t) / c for t in tl], [float(b) for b in self.ref["bucket_bytes"]])
-            self.overlap_note = "measured bucket timeline (%d buckets)" % len(tl)
+        # One rank has no buckets: the timeline comes from the smallest multi-rank point with one,
+        # as fractions of that point's compute time.
+        with_tl = sorted((p for p in train if p.get("bucket_launch_ms") and p.get("bucket_bytes")),
+                         key=lambda p: p["world_size"])
+        if with_tl:
+            p = with_tl[0]
+            c = compute_ms(p)
+            self.timeline = ([float(t) / c for t in p["bucket_launch_ms"]], [float(b) for b in p["bucket_bytes"]])
+            self.overlap_note = "measured bucket timeline (%d buckets, %d ranks, %s)" % (
+                len(p["bucket_launch_ms"]), p["world_size"], os.path.basename(p["file"]))
         else:
             self.timeline = None
             self.overlap_note = "uniform gradient readiness over backward (no measured bucket timeline)"
