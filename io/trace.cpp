@@ -54,11 +54,21 @@ void Trace::enable(MPI_Comm comm) {
   int size = 1;
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   HT_MPI_CHECK(MPI_Comm_size(comm, &size));
-  constexpr int kRounds = 8, kTag = 7301;
+  constexpr int kRounds = 16, kTag = 7301;
   offset_us_ = 0;
-  // Rank 0 answers each rank's pings with its own clock; the rank keeps the estimate from the round trip
-  // with the least delay: offset = t0 - (t_send + t_recv) / 2.
+  // Ranks on rank 0's host share its clock (steady_clock is CLOCK_MONOTONIC, system-wide): offset 0.
+  // The others estimate it: rank 0 answers each rank's pings with its own clock, and the rank keeps the
+  // estimate from the round trip with the least delay: offset = t0 - (t_send + t_recv) / 2.
+  char host[MPI_MAX_PROCESSOR_NAME] = {0}, host0[MPI_MAX_PROCESSOR_NAME] = {0};
+  int hlen = 0;
+  MPI_Get_processor_name(host, &hlen);
+  std::copy(host, host + MPI_MAX_PROCESSOR_NAME, host0);
+  HT_MPI_CHECK(MPI_Bcast(host0, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, comm));
+  int remote = std::string(host) != std::string(host0) ? 1 : 0;
+  std::vector<int> remotes(static_cast<size_t>(size), 0);
+  HT_MPI_CHECK(MPI_Allgather(&remote, 1, MPI_INT, remotes.data(), 1, MPI_INT, comm));
   for (int r = 1; r < size; ++r) {
+    if (!remotes[static_cast<size_t>(r)]) continue;
     if (rank_ == 0) {
       for (int k = 0; k < kRounds; ++k) {
         int64_t dummy = 0;
@@ -76,6 +86,7 @@ void Trace::enable(MPI_Comm comm) {
         if (t2 - t1 < best_rtt) {
           best_rtt = t2 - t1;
           offset_us_ = t0 - (t1 + t2) / 2;
+          rtt_us_ = best_rtt;
         }
       }
     }

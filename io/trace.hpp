@@ -65,6 +65,9 @@ class Trace {
   std::vector<Event> events() const;
   /// Estimated offset (µs) added to this rank's clock to get rank 0's; 0 on rank 0.
   int64_t clock_offset_us() const { return offset_us_; }
+  /// Round trip (µs) of the ping that gave the offset; the offset is exact to within half of it. 0 for
+  /// ranks on rank 0's host, which share its clock.
+  int64_t clock_rtt_us() const { return rtt_us_; }
   /// Process label shown by Perfetto ("rank 3 (host)"); set by enable().
   void set_process_name(const std::string& name) { process_name_ = name; }
 
@@ -78,6 +81,7 @@ class Trace {
   int rank_ = 0;
   int64_t origin_us_ = 0;   ///< rank 0's steady clock at enable, expressed on this rank's clock
   int64_t offset_us_ = 0;
+  int64_t rtt_us_ = 0;
   std::string process_name_;
   mutable std::mutex mu_;
   std::vector<Event> events_;

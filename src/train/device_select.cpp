@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "cuda/binding.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
 #include "src/core/error.hpp"
@@ -13,6 +14,14 @@
 namespace ht {
 
 namespace {
+constexpr bool built_with_cuda_backend() {
+#if defined(HT_HAVE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
 /// Number of visible GPUs, and why there are none when 0.
 int visible_gpus(std::string* why) {
 #if defined(HT_HAVE_CUDA)
@@ -32,21 +41,33 @@ int visible_gpus(std::string* why) {
 }
 }  // namespace
 
-Device select_device(const std::string& requested, int local_rank) {
+Device select_device(const std::string& requested, int local_rank, bool allow_shared_gpu) {
   std::string why;
   Device d = Device::cpu;
   if (requested == "cpu") {
     d = Device::cpu;
   } else {
     const int n = visible_gpus(&why);
-    if (n > 0) {
+    // ---- device binding (doctor/binding): "auto" picks cuda only when every rank sees a GPU, so all
+    // ranks choose alike (collective) ----
+    const bool all_have_gpus = !dist_any(n == 0);
+    if (all_have_gpus || (requested == "cuda" && built_with_cuda_backend())) {
       d = Device::cuda;
     } else if (requested == "cuda") {
       throw UsageError("train.device = cuda: " + why + ". Run 'hpctrain doctor' for a full diagnosis, or use --train.device cpu");
+    } else if (n > 0) {
+      why = "another rank sees no GPU";
     }
   }
 #if defined(HT_HAVE_CUDA)
-  if (d == Device::cuda) cuda::init(local_rank);  // rank binds GPU local_rank among the visible ones
+  // Rank binds GPU local_rank among the visible ones; bind_rank_gpu exchanges GPU UUIDs per host so two
+  // ranks on one GPU is an error naming both (unless dist.allow_shared_gpu), and no usable GPU on some
+  // rank is a usage error saying why (no device, driver missing or too old, CUDA_VISIBLE_DEVICES empty).
+  if (d == Device::cuda) cuda::init(bind_rank_gpu(MPI_COMM_WORLD, dist().host, allow_shared_gpu));
+  (void)local_rank;
+#else
+  (void)local_rank;
+  (void)allow_shared_gpu;
 #endif
   if (dist().rank == 0)
     std::cout << "hpctrain: train.device = " << requested << " -> " << device_name(d)

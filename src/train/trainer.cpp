@@ -59,7 +59,7 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   world_ = d.world_size;
 
   // ---- Device and threads ----
-  device_ = select_device(cfg_.train.device, d.local_rank);
+  device_ = select_device(cfg_.train.device, d.local_rank, cfg_.dist.allow_shared_gpu);
   const int threads = cfg_.train.threads > 0
                           ? cfg_.train.threads
                           : std::max(1, omp_get_num_procs() / std::max(1, d.local_size));

@@ -116,6 +116,16 @@ p, _, _ = doctor(args=["--device", "tpu"], want_rc=2)
 if "cuda or cpu" not in p.stderr:
     failures.append("usage error message: " + p.stderr)
 
+# 16. Training on cuda without a usable GPU: exit 2 on every rank, saying why (CPU build: built without
+# CUDA; CUDA build on this machine: the driver diagnosis from cuda/gpu_env).
+e = {k: v for k, v in os.environ.items() if k not in HOOKS}
+p = subprocess.run([MPIEXEC, "--oversubscribe", "-np", "2", BIN, "train", "--data.synthetic", "true",
+                    "--train.device", "cuda", "--train.max_steps", "1", "--run.dir", os.path.join(TMP, "cudarun")],
+                   env=e, capture_output=True, text=True, timeout=120)
+if p.returncode != 2 or "train.device = cuda" not in p.stderr or not (
+        "built without CUDA" in p.stderr or "no NVIDIA driver" in p.stderr):
+    failures.append(f"train --train.device cuda without a GPU: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+
 if failures:
     print("\n\n".join(failures))
     sys.exit(1)
