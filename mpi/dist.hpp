@@ -5,6 +5,8 @@
 #include <mpi.h>
 
 #include <string>
+
+#include "src/core/error.hpp"
 #include <vector>
 
 namespace ht {
@@ -36,5 +38,20 @@ bool dist_any(bool flag);
 long long dist_max(long long v);
 /// The sum of `v` over ranks.
 double dist_sum(double v);
+
+/// Runs `f` (local work, no collectives inside) on every rank; if it throws UsageError on any rank,
+/// every rank throws CollectiveUsageError together, carrying its own message where it failed. Used
+/// where all ranks validate the same inputs (config, dataset shards) so all exit 2 with the message.
+template <class F> void collective_usage_check(F&& f) {
+  std::string err;
+  bool failed = false;
+  try {
+    f();
+  } catch (const UsageError& e) {
+    err = e.what();
+    failed = true;
+  }
+  if (dist_any(failed)) throw CollectiveUsageError(failed ? err : "stopping: another rank reported an error", failed);
+}
 
 }  // namespace ht

@@ -239,6 +239,12 @@ int bench_checkpoint(const Args& args) {
   ::gethostname(host, sizeof host - 1);
   j["host"] = host;
   j["cores"] = std::thread::hardware_concurrency();
+  {
+    std::ifstream la("/proc/loadavg");  // a shared machine: say how busy it was
+    std::string l1;
+    la >> l1;
+    j["load_average_1min_at_end"] = l1;
+  }
   j["state"] = {{"model", "resnet18_cifar"}, {"parameters", nparams}, {"tensors", state.tensors.size()},
                 {"payload_bytes", payload}, {"file_bytes", file_bytes}};
   j["write"] = {{"repeats", repeats},

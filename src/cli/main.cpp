@@ -23,6 +23,13 @@ void usage() {
                "Run 'hpctrain <command> --help' for a command's options.\n";
 }
 
+// One write per message, so that lines from several ranks do not interleave.
+void say(const std::string& line) {
+  std::string s = line + "\n";
+  std::fwrite(s.data(), 1, s.size(), stderr);
+  std::fflush(stderr);
+}
+
 // A code returned by a command is agreed by all ranks (a clean exit); a code from an exception may be
 // one rank's alone, so with several ranks it ends the job with MPI_Abort.
 int finish(int code, bool from_exception) {
@@ -64,12 +71,16 @@ int main(int argc, char** argv) {
       code = ht::kExitUsage;
     }
     from_exception = false;
+  } catch (const ht::CollectiveUsageError& e) {
+    // Every rank raised it together: a clean exit 2 on all ranks, no MPI_Abort.
+    if (e.reported) say("hpctrain: error (rank " + std::to_string(ht::dist().rank) + "): " + e.what());
+    code = ht::kExitUsage;
+    from_exception = false;
   } catch (const ht::UsageError& e) {
-    std::cerr << "hpctrain: error (rank " << ht::dist().rank << "): " << e.what() << "\n";
+    say("hpctrain: error (rank " + std::to_string(ht::dist().rank) + "): " + e.what());
     code = ht::kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "hpctrain: fatal (rank " << ht::dist().rank << " on " << ht::dist().host << "): " << e.what()
-              << "\n";
+    say("hpctrain: fatal (rank " + std::to_string(ht::dist().rank) + " on " + ht::dist().host + "): " + e.what());
     code = ht::kExitRuntime;
   }
   return finish(code, from_exception);

@@ -21,6 +21,15 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A UsageError raised on every rank together after an agreement (see collective_usage_check in
+/// mpi/dist.hpp), so the job exits with code 2 cleanly instead of through MPI_Abort. `reported` is
+/// false on ranks that only follow another rank's error (they print nothing of their own).
+class CollectiveUsageError : public UsageError {
+ public:
+  CollectiveUsageError(const std::string& msg, bool reported_here) : UsageError(msg), reported(reported_here) {}
+  bool reported;
+};
+
 /// Failure while running (exit code 1): I/O, a library call, a non-finite loss beyond the limit.
 class RuntimeError : public std::runtime_error {
  public:

@@ -465,12 +465,12 @@ void CheckpointManager::run_end(TrainSummary& s) {
   if (failed_) {
     s.exit_code = kExitRuntime;
     s.status = "checkpoint_failed";
-    if (rank_ == 0)
-      std::cerr << "hpctrain: fatal (rank 0, step " << p.step << "): " << fail_message_
-                << "\nhpctrain: every rank stops; the previous checkpoint and LATEST are kept\n";
-    else
-      std::cerr << "hpctrain: rank " << rank_ << " stops at step " << p.step << ": rank 0 could not write a checkpoint\n";
-    std::cerr << std::flush;
+    // One write per message: ranks share the terminal, and a line must not be cut by another rank's.
+    std::string msg = rank_ == 0 ? "hpctrain: fatal (rank 0, step " + std::to_string(p.step) + "): " + fail_message_ +
+                                       "\nhpctrain: every rank stops; the previous checkpoint and LATEST are kept\n"
+                                 : "hpctrain: rank " + std::to_string(rank_) + " stops at step " +
+                                       std::to_string(p.step) + ": rank 0 could not write a checkpoint\n";
+    std::cerr << msg << std::flush;
     return;
   }
   if (stop_) {

@@ -57,12 +57,19 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   const auto& d = dist();
   rank_ = d.rank;
   world_ = d.world_size;
+  // Everything up to the model is local work that validates what every rank sees alike (config,
+  // device, dataset shards, run directory): errors are agreed so that all ranks exit 2 together,
+  // each naming the problem, instead of one rank aborting the others.
+  int threads = 1;
+  collective_usage_check([&] { setup_local(threads); });
+  setup_distributed(threads);
+}
 
+void Trainer::setup_local(int& threads) {
+  const auto& d = dist();
   // ---- Device and threads ----
   device_ = select_device(cfg_.train.device, d.local_rank, cfg_.dist.allow_shared_gpu);
-  const int threads = cfg_.train.threads > 0
-                          ? cfg_.train.threads
-                          : std::max(1, omp_get_num_procs() / std::max(1, d.local_size));
+  threads = cfg_.train.threads > 0 ? cfg_.train.threads : std::max(1, omp_get_num_procs() / std::max(1, d.local_size));
   if (!std::getenv("OMP_NUM_THREADS") || cfg_.train.threads > 0) omp_set_num_threads(threads);
 
   // ---- Batch arithmetic: global batch = world_size x micro-batch x accumulation steps ----
@@ -98,11 +105,10 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   lo.limit = cfg_.data.limit_train;
   train_loader_ = std::make_unique<DataLoader>(train_ds_, lo);
   steps_per_epoch_ = train_loader_->steps_per_epoch();
+  n_train_ = cfg_.data.limit_train > 0 ? std::min(cfg_.data.limit_train, info.num_samples) : info.num_samples;
   if (steps_per_epoch_ <= 0)
     throw UsageError("train.global_batch = " + std::to_string(cfg_.train.global_batch) + ": larger than the " +
-                     std::to_string(cfg_.data.limit_train > 0 ? std::min(cfg_.data.limit_train, info.num_samples)
-                                                                : info.num_samples) +
-                     " train samples, so an epoch has no step");
+                     std::to_string(n_train_) + " train samples, so an epoch has no step");
   LoaderOptions eo = lo;
   eo.train = false;
   eo.crop_padding = 0;
@@ -113,7 +119,7 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   total_steps_ = cfg_.train.epochs > 0 ? steps_per_epoch_ * cfg_.train.epochs : cfg_.train.max_steps;
   if (cfg_.train.max_steps > 0) total_steps_ = std::min(total_steps_, cfg_.train.max_steps);
 
-  // ---- Model, optimizer, communication ----
+  // ---- Model ----
   ModelSpec spec;
   spec.name = cfg_.model.name;
   spec.num_classes = cfg_.model.num_classes > 0 ? cfg_.model.num_classes : info.num_classes;
@@ -123,10 +129,20 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   spec.mlp_hidden = cfg_.model.mlp_hidden;
   model_ = std::make_unique<Model>(spec, device_, cfg_.run.seed);
   opt_ = std::make_unique<Sgd>(model_->params(), cfg_.optim);
+
+  // ---- Run directory (rank 0 writes it) ----
+  if (rank_ == 0) {
+    std::error_code ec;
+    fs::create_directories(cfg_.run.dir, ec);
+    if (ec) throw UsageError("run.dir = " + cfg_.run.dir + ": cannot create directory: " + ec.message());
+  }
+}
+
+void Trainer::setup_distributed(int threads) {
+  // ---- Communication: every rank starts from rank 0's parameters and buffers ----
   comm_ = make_communicator(device_, cfg_.dist.allow_shared_gpu, cfg_.dist.timeout_s);
   auto& ps = model_->params();
   auto span_of = [](Tensor& t) { return std::span<float>(t.data<float>(), static_cast<size_t>(t.numel())); };
-  // Every rank starts from rank 0's parameters and buffers.
   comm_->broadcast(span_of(ps.flat_values()), 0);
   comm_->broadcast(span_of(ps.flat_buffers()), 0);
   if (world_ > 1) {
@@ -157,20 +173,17 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
     }
   }
 
-  // ---- Run directory (rank 0 writes; everyone waits so the directory exists) ----
+  // ---- Effective config and metrics file (rank 0) ----
   if (rank_ == 0) {
-    std::error_code ec;
-    fs::create_directories(cfg_.run.dir, ec);
-    if (ec) throw UsageError("run.dir = " + cfg_.run.dir + ": cannot create directory: " + ec.message());
     std::ofstream(fs::path(cfg_.run.dir) / "config.ini") << to_ini(cfg_);
     metrics_ = std::make_unique<MetricsWriter>((fs::path(cfg_.run.dir) / "metrics.jsonl").string());
-    std::cout << "hpctrain: " << world_ << " rank(s), device " << device_name(device_) << ", model " << spec.name
-              << " (" << ps.num_params() << " parameters), global batch " << cfg_.train.global_batch
-              << " = " << world_ << " x " << micro_batch_ << " x " << cfg_.train.accumulation_steps
-              << " (world_size x micro-batch x accumulation), " << steps_per_epoch_ << " steps/epoch";
-    const int64_t n_train = cfg_.data.limit_train > 0 ? std::min(cfg_.data.limit_train, info.num_samples) : info.num_samples;
-    if (n_train % cfg_.train.global_batch)
-      std::cout << " (last " << n_train % cfg_.train.global_batch
+    std::cout << "hpctrain: " << world_ << " rank(s), device " << device_name(device_) << ", model "
+              << model_->spec().name << " (" << ps.num_params() << " parameters), global batch "
+              << cfg_.train.global_batch << " = " << world_ << " x " << micro_batch_ << " x "
+              << cfg_.train.accumulation_steps << " (world_size x micro-batch x accumulation), " << steps_per_epoch_
+              << " steps/epoch";
+    if (n_train_ % cfg_.train.global_batch)
+      std::cout << " (last " << n_train_ % cfg_.train.global_batch
                 << " samples of each epoch's permutation dropped: every rank runs the same steps)";
     std::cout << ", " << threads << " thread(s)/rank\n" << std::flush;
   }

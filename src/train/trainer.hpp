@@ -80,6 +80,10 @@ class Trainer {
   MetricsWriter* metrics() { return metrics_.get(); }
 
  private:
+  /// Device, data, model, optimizer and run directory: local work, no collectives.
+  void setup_local(int& threads);
+  /// Communicator, parameter broadcast, gradient buckets, metrics file (collective).
+  void setup_distributed(int threads);
   /// One optimizer step over this rank's share of the global batch. Returns false when skipped
   /// because a loss or gradient was not finite on some rank.
   bool train_step(const Batch& batch, nlohmann::json& rec);
@@ -95,7 +99,7 @@ class Trainer {
   Device device_ = Device::cpu;
   int world_ = 1, rank_ = 0;
   int micro_batch_ = 0;
-  int64_t steps_per_epoch_ = 0, total_steps_ = 0;
+  int64_t steps_per_epoch_ = 0, total_steps_ = 0, n_train_ = 0;
   std::shared_ptr<Dataset> train_ds_, test_ds_;
   std::unique_ptr<DataLoader> train_loader_, test_loader_;
   std::unique_ptr<Model> model_;

@@ -112,6 +112,34 @@ def quick_convergence(tmp):
     print("fmnist_cnn synthetic top1", ev[-1]["top1"])
 
 
+def write_idx(path, arr, magic):
+    import struct
+    with open(path, "wb") as f:
+        f.write(struct.pack(">I", magic))
+        for d in arr.shape:
+            f.write(struct.pack(">I", d))
+        f.write(arr.tobytes())
+
+
+def bad_data(tmp):
+    """A zero-byte train shard: every rank exits 2 naming the file (agreed, no MPI_Abort, no hang)."""
+    import numpy as np
+    src, data = os.path.join(tmp, "idx"), os.path.join(tmp, "data")
+    os.makedirs(src)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 64), ("t10k", 16)):
+        write_idx(os.path.join(src, f"{split}-images-idx3-ubyte"), rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), 0x803)
+        write_idx(os.path.join(src, f"{split}-labels-idx1-ubyte"), rng.integers(0, 10, (n,), dtype=np.uint8), 0x801)
+    subprocess.run([HT, "prepare", "--format", "fashion-mnist", "--input", src, "--output", data, "--shards", "2"],
+                   check=True, stdout=subprocess.DEVNULL)
+    open(os.path.join(data, "train-00001-of-00002.h5"), "w").close()
+    p, dt = run(2, ["--data.dir", data, "--run.dir", os.path.join(tmp, "run"), "--train.device", "cpu",
+                    "--train.global_batch", "16"], timeout=60, expect=2)
+    for r in (0, 1):
+        assert f"error (rank {r}): " in p.stdout and "train-00001-of-00002.h5" in p.stdout, p.stdout[-2000:]
+    print(f"bad data: exit 2 on both ranks naming the shard ({dt:.1f} s)")
+
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         globals()[sys.argv[1]](tmp)
