@@ -14,8 +14,8 @@ and prints the tables.
 
 Model (all times per optimizer step):
   compute(b)     measured data+forward+backward+optimizer at the smallest measured rank count,
-                 scaled to per-GPU batch b as fixed + per-sample (a linear fit when two or more
-                 per-rank batches were measured, else proportional to b)
+                 at per-GPU batch b: the measured value, linear between measured batches,
+                 proportional to b beyond them
   allreduce      ring: 2(n-1)/n * S / busbw + 2(n-1) * latency
                  tree: 2 * S / busbw + 2 * ceil(log2 n) * latency   (pipelined reduce + broadcast)
                  S = gradient bytes (4 x parameters), busbw and latency of the slowest level the
@@ -213,11 +213,17 @@ def fit_compute(train):
     bs = sorted(pts)
     ys = [float(np.mean(pts[b])) for b in bs]
     if len(bs) >= 2:
-        c, a = np.polyfit(bs, ys, 1)
-        if c > 0 and a >= 0:
-            return lambda b: a + c * b, "linear fit over per-rank batches %s at %d rank(s)" % (bs, n0)
+        # Measured values at measured batches, linear between them, proportional beyond.
+        def f(b):
+            if b <= bs[0]:
+                return ys[0] * b / bs[0]
+            if b >= bs[-1]:
+                return ys[-1] * b / bs[-1]
+            return float(np.interp(b, bs, ys))
+        return f, "interpolated between per-rank batches %s (%s ms) at %d rank(s), proportional beyond" % (
+            [int(b) for b in bs], ", ".join("%.1f" % y for y in ys), n0)
     b0, y0 = bs[-1], ys[-1]
-    return lambda b: y0 * b / b0, "proportional to per-rank batch from %.0f ms at %g per rank" % (y0, b0)
+    return lambda b: y0 * b / b0, "proportional to per-rank batch from %.1f ms at %g per rank" % (y0, b0)
 
 
 def measured_fabric(allreduce, n):
@@ -256,11 +262,16 @@ class Model:
         self.compute, self.compute_note = fit_compute(train)
         self.fwd_frac = float(np.mean([p["forward_ms"] / max(compute_ms(p), 1e-9) for p in ref]))
         self.bwd_frac = float(np.mean([p["backward_ms"] / max(compute_ms(p), 1e-9) for p in ref]))
-        tl = self.ref.get("bucket_launch_ms")
-        if tl and self.ref.get("bucket_bytes"):
-            c = compute_ms(self.ref)
-            self.timeline = ([float(t) / c for t in tl], [float(b) for b in self.ref["bucket_bytes"]])
-            self.overlap_note = "measured bucket timeline (%d buckets)" % len(tl)
+        # One rank has no buckets: the timeline comes from the smallest multi-rank point with one,
+        # as fractions of that point's compute time.
+        with_tl = sorted((p for p in train if p.get("bucket_launch_ms") and p.get("bucket_bytes")),
+                         key=lambda p: p["world_size"])
+        if with_tl:
+            p = with_tl[0]
+            c = compute_ms(p)
+            self.timeline = ([float(t) / c for t in p["bucket_launch_ms"]], [float(b) for b in p["bucket_bytes"]])
+            self.overlap_note = "measured bucket timeline (%d buckets, %d ranks, %s)" % (
+                len(p["bucket_launch_ms"]), p["world_size"], os.path.basename(p["file"]))
         else:
             self.timeline = None
             self.overlap_note = "uniform gradient readiness over backward (no measured bucket timeline)"
@@ -487,7 +498,8 @@ def plot(args, rows, curves, model_name, device):
             if what == "images_per_s":
                 ax.set_yscale("log")
             else:
-                ax.set_ylim(0, 1.1)
+                top = max([1.0] + [e for (s_, m_), (_, _, es) in curves.items() if m_ == mode for e in es])
+                ax.set_ylim(0, min(2.0, 1.05 * top + 0.05))
             ax.set_xlabel("GPUs (ranks)")
             ax.set_ylabel(ylabel)
             ax.set_title("%s scaling, %s" % (mode, model_name))

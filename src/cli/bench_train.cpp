@@ -71,6 +71,14 @@ int bench_train(const Args& args) {
                           {"threads_per_rank", cfg.train.threads}, {"warmup_steps", warmup}, {"timed_steps", recs.size()},
                           {"height", cfg.data.synthetic_height}, {"width", cfg.data.synthetic_width},
                           {"parameters", trainer.model().params().num_params()}};
+    // Bucket timeline of the last timed step on rank 0 (launch time since the step's forward began,
+    // bytes per bucket, launch order): scripts/scaling_study.py models overlap from it.
+    if (const GradBucketer* b = trainer.bucketer()) {
+      res["bucket_launch_ms"] = b->stats().launch_ms;
+      std::vector<int64_t> bytes;
+      for (const auto& [begin, end] : b->bucket_ranges()) bytes.push_back((end - begin) * static_cast<int64_t>(sizeof(float)));
+      res["bucket_bytes"] = bytes;
+    }
     for (const char* k : {"step_ms", "data_ms", "forward_ms", "backward_ms", "allreduce_ms", "optimizer_ms"}) {
       double s = 0;
       for (const auto& r : recs) s += r[k].get<double>();

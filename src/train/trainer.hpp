@@ -71,6 +71,8 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   /// Micro-batch per rank = global_batch / (world_size * accumulation_steps).
   int micro_batch() const { return micro_batch_; }
+  /// The gradient bucketer (nullptr on one rank): its stats() hold the last step's bucket timeline.
+  const GradBucketer* bucketer() const { return bucketer_.get(); }
   /// The timeline (--trace.enabled; io/trace.hpp): `TraceSpan s(trainer.trace(), "checkpoint");`.
   Trace& trace() { return trace_; }
   void set_checkpoint_hooks(CheckpointHooks h) { hooks_ = std::move(h); }

@@ -122,6 +122,34 @@ with tempfile.TemporaryDirectory() as d:
         if not ok:
             failures.append(png)
 
+# Measured bucket timeline: the n=2 point carries two buckets launched at 4 ms and 9 ms of a 10 ms
+# compute step (forward 3 + backward 5 -> backward ends at 8 ms; data 1 and optimizer 1 included in
+# the 10 ms the fractions refer to), 2e6 bytes each. Fabric 'flat' (4 GB/s, 100 us), ring, n=4:
+#   each bucket: 2*3/4*2e6/4e9 = 0.75 ms + 2*3*100 us = 0.6 ms -> 1.35 ms
+#   bucket 0: 4 -> 5.35 ms; bucket 1: max(9, 5.35) = 9 -> 10.35 ms; exposed = 10.35 - 8 = 2.35 ms
+#   step = 10 + 2.35 = 12.35 ms -> 4*32/0.01235 = 10364.37 img/s
+with tempfile.TemporaryDirectory() as d:
+    res = os.path.join(d, "res")
+    os.makedirs(res)
+    for n in (1, 2):
+        j = {"benchmark": "train", "model": "mlp", "device": "cpu", "world_size": n, "global_batch": 32 * n,
+             "micro_batch": 32, "parameters": 1000000, "step_ms": 12.0, "data_ms": 1.0, "forward_ms": 3.0,
+             "backward_ms": 5.0, "allreduce_ms": 2.0 if n > 1 else 0.0, "optimizer_ms": 1.0,
+             "images_per_s": 32 * n / 0.012}
+        if n == 2:
+            j["bucket_launch_ms"] = [4.0, 9.0]
+            j["bucket_bytes"] = [2000000, 2000000]
+        with open(os.path.join(res, "train-weak-n%d.json" % n), "w") as fh:
+            json.dump(j, fh)
+    out = os.path.join(d, "study")
+    rc = ss.main([res, "--out", out, "--system", "flat=flat,flat", "--fabric", "flat=4,100", "--algo", "ring",
+                  "--max-gpus", "4", "--cost-gpus", "4"])
+    rows = list(csv.DictReader(open(os.path.join(out, "scaling.csv"))))
+    mod = {int(r["gpus"]): r for r in rows if r["kind"] == "model" and r["scaling"] == "weak"}
+    close("timeline n=4 exposed ms", float(mod[4]["allreduce_ms"]), 2.35, rel=1e-5)
+    close("timeline n=4 comm ms", float(mod[4]["comm_model_ms"]), 2.7, rel=1e-5)
+    close("timeline n=4 images/s", float(mod[4]["images_per_s"]), 128 / 0.01235, rel=1e-5)
+
 if failures:
     print("FAILED: %s" % ", ".join(failures))
     sys.exit(1)
