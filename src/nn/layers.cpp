@@ -1,5 +1,8 @@
 #include "src/nn/layers.hpp"
 
+#include <optional>
+
+#include "cuda/allocator.hpp"
 #include "src/ops/elementwise.hpp"
 
 namespace ht {
@@ -145,17 +148,26 @@ const Tensor& Linear::backward(const Tensor& dy, const PassOptions& o) {
 }
 
 // ---- Sequential ---------------------------------------------------------------------------------
+// On the GPU each layer runs under a CurrentLayer guard, so an out-of-memory error names the layer.
 const Tensor& Sequential::forward(const Tensor& x, const PassOptions& o) {
   const Tensor* cur = &x;
-  for (auto& l : layers) cur = &l->forward(*cur, o);
+  const bool gpu = x.device() == Device::cuda;
+  for (auto& l : layers) {
+    std::optional<cuda::CurrentLayer> guard;
+    if (gpu) guard.emplace(l->name);
+    cur = &l->forward(*cur, o);
+  }
   return *cur;
 }
 
 const Tensor& Sequential::backward(const Tensor& dy, const PassOptions& o) {
   const Tensor* cur = &dy;
   PassOptions inner = o;
+  const bool gpu = dy.device() == Device::cuda;
   for (size_t i = layers.size(); i-- > 0;) {
     inner.need_input_grad = i > 0 ? true : o.need_input_grad;
+    std::optional<cuda::CurrentLayer> guard;
+    if (gpu) guard.emplace(layers[i]->name + " (backward)");
     cur = &layers[i]->backward(*cur, inner);
   }
   return *cur;

@@ -69,6 +69,16 @@ void Trainer::setup_local(int& threads) {
   const auto& d = dist();
   // ---- Device and threads ----
   device_ = select_device(cfg_.train.device, d.local_rank, cfg_.dist.allow_shared_gpu);
+  if (device_ == Device::cuda) {
+    cuda::Options co;
+    co.workspace_bytes = static_cast<size_t>(cfg_.cuda.workspace_mb) << 20;
+    co.deterministic = cfg_.train.deterministic;
+    co.allow_tf32 = cfg_.train.precision == "tf32";
+    cuda::set_options(co);
+  }
+  if (cfg_.train.precision == "bf16" || cfg_.train.precision == "fp16")
+    throw UsageError("train.precision = " + cfg_.train.precision +
+                     ": mixed precision is not implemented yet; use fp32 (or tf32 on GPUs)");
   threads = cfg_.train.threads > 0 ? cfg_.train.threads : std::max(1, omp_get_num_procs() / std::max(1, d.local_size));
   if (!std::getenv("OMP_NUM_THREADS") || cfg_.train.threads > 0) omp_set_num_threads(threads);
 

@@ -8,3 +8,8 @@ set_tests_properties(torch_crosscheck PROPERTIES LABELS "torch" TIMEOUT 300 ENVI
 foreach(t dp_exactness uneven rank_failure nan_skip quick_convergence bad_data)
   ht_add_script_test(train_${t} train/train_tests.py ARGS ${t} LABELS train TIMEOUT 300)
 endforeach()
+
+# GPU training: CPU vs GPU losses, deterministic mode, exact resume (skipped without a GPU).
+foreach(t cpu_vs_gpu deterministic exact_resume)
+  ht_add_script_test(gpu_train_${t} gpu/gpu_train.py ARGS ${t} LABELS gpu TIMEOUT 600)
+endforeach()

@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""GPU training checks (ctest label gpu; exit 77 = skipped when this machine has no usable GPU).
+
+usage: gpu_train.py cpu_vs_gpu | deterministic | exact_resume
+- cpu_vs_gpu: 20 steps of fmnist_cnn on synthetic data, same seed, on CPU and on GPU: losses within
+  1e-3 relative at every step (fp32).
+- deterministic: two GPU runs with train.deterministic give bitwise-equal losses.
+- exact_resume: 20 steps straight vs 10 steps, stop signal, rerun to 20: losses bitwise equal.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HT = os.environ["HT_BIN"]
+
+
+def train(run_dir, device, *extra, expect=0):
+    cmd = [HT, "train", "--data.synthetic", "true", "--data.synthetic_samples", "4096", "--data.synthetic_height", "16",
+           "--data.synthetic_width", "16", "--data.synthetic_channels", "1", "--model.name", "fmnist_cnn",
+           "--train.global_batch", "64", "--train.epochs", "0", "--train.max_steps", "20", "--train.eval", "false",
+           "--optim.lr", "0.05", "--run.dir", run_dir, "--train.device", device] + list(extra)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if p.returncode != expect:
+        print(p.stdout[-4000:])
+        raise SystemExit(f"FAIL: {' '.join(cmd)} exited {p.returncode}, expected {expect}")
+    return p
+
+
+def losses(run_dir):
+    recs = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    out = {}
+    for r in recs:  # a resumed run appends; the last record of a step wins
+        if r["event"] == "step" and not r.get("skipped"):
+            out[r["step"]] = r["loss"]
+    return [out[k] for k in sorted(out)]
+
+
+def gpu_available(tmp):
+    p = subprocess.run([HT, "train", "--data.synthetic", "true", "--train.max_steps", "1", "--train.device", "cuda",
+                        "--run.dir", os.path.join(tmp, "probe"), "--train.eval", "false", "--model.name", "mlp"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    if p.returncode == 2:
+        print("SKIPPED: no usable GPU:", [l for l in p.stdout.splitlines() if "error" in l][-1:])
+        return False
+    return True
+
+
+def cpu_vs_gpu(tmp):
+    train(os.path.join(tmp, "cpu"), "cpu")
+    train(os.path.join(tmp, "gpu"), "cuda")
+    a, b = losses(os.path.join(tmp, "cpu")), losses(os.path.join(tmp, "gpu"))
+    assert len(a) == len(b) == 20, (len(a), len(b))
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert abs(x - y) <= 1e-3 * abs(x), f"step {i + 1}: cpu {x} gpu {y}"
+    print("cpu vs gpu: 20 losses within 1e-3 relative; last", a[-1], b[-1])
+
+
+def deterministic(tmp):
+    for r in ("a", "b"):
+        train(os.path.join(tmp, r), "cuda", "--train.deterministic", "true")
+    a, b = losses(os.path.join(tmp, "a")), losses(os.path.join(tmp, "b"))
+    assert a == b, "deterministic GPU runs differ"
+    print("deterministic: 20 bitwise-equal losses")
+
+
+def exact_resume(tmp):
+    straight, resumed = os.path.join(tmp, "straight"), os.path.join(tmp, "resumed")
+    det = ["--train.deterministic", "true"]
+    train(straight, "cuda", *det)
+    train(resumed, "cuda", *det, "--checkpoint.test_signal_at_step", "10", "--checkpoint.test_signal_rank", "0",
+          expect=75)
+    train(resumed, "cuda", *det)
+    a, b = losses(straight), losses(resumed)
+    assert a == b, f"resumed losses differ: {a} vs {b}"
+    print("exact resume on GPU: 20 bitwise-equal losses")
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        if not gpu_available(tmp):
+            sys.exit(77)
+        globals()[sys.argv[1]](tmp)
