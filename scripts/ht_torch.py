@@ -8,71 +8,28 @@ fletcher32 filter; /meta/tensor_names (uint8 text, one tensor name per line); /i
 /floats/<key> float64 [1]; /strings/<key> uint8 text.
 Use /usr/bin/python3 (Debian's torch, torchvision, h5py, numpy)."""
 import json
+import os
+import sys
 
 import h5py
 import numpy as np
 import torch
-import torch.nn as nn
+import torch.nn as nn  # noqa: F401
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_models  # noqa: E402
 
 FORMAT = "hpctrain-checkpoint"
 VERSION = 1
 MODELS = ("resnet18", "resnet18_cifar", "resnet50", "fmnist_cnn", "mlp")
 
 
-class FmnistCnn(nn.Module):
-    """hpctrain's fmnist_cnn: conv3x3(32)-BN-ReLU-maxpool2, conv3x3(64)-BN-ReLU-maxpool2, fc1(128)-ReLU, fc2."""
-
-    def __init__(self, num_classes=10, channels=1, height=28, width=28):
-        super().__init__()
-        self.conv1 = nn.Conv2d(channels, 32, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(32)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(64)
-        self.fc1 = nn.Linear(64 * (height // 4) * (width // 4), 128)
-        self.fc2 = nn.Linear(128, num_classes)
-
-    def forward(self, x):
-        x = nn.functional.max_pool2d(torch.relu(self.bn1(self.conv1(x))), 2)
-        x = nn.functional.max_pool2d(torch.relu(self.bn2(self.conv2(x))), 2)
-        return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
-
-
-class Mlp(nn.Module):
-    """hpctrain's mlp: flatten, fc1(hidden)-ReLU, fc2(hidden)-ReLU, fc3."""
-
-    def __init__(self, num_classes=10, channels=1, height=28, width=28, hidden=64):
-        super().__init__()
-        self.fc1 = nn.Linear(channels * height * width, hidden)
-        self.fc2 = nn.Linear(hidden, hidden)
-        self.fc3 = nn.Linear(hidden, num_classes)
-
-    def forward(self, x):
-        x = torch.relu(self.fc1(torch.flatten(x, 1)))
-        return self.fc3(torch.relu(self.fc2(x)))
-
-
 def build_model(name, num_classes, channels=3, height=32, width=32, mlp_hidden=64):
-    """The PyTorch module whose state_dict matches hpctrain's model `name` tensor for tensor."""
-    import torchvision
-    if name == "resnet18":
-        m = torchvision.models.resnet18(num_classes=num_classes)
-    elif name == "resnet50":
-        m = torchvision.models.resnet50(num_classes=num_classes)
-    elif name == "resnet18_cifar":
-        # ResNet-18 with a 3x3 stride-1 stem and no max pool (CIFAR inputs), torchvision's names otherwise.
-        m = torchvision.models.resnet18(num_classes=num_classes)
-        m.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
-        m.maxpool = nn.Identity()
-    elif name == "fmnist_cnn":
-        return FmnistCnn(num_classes, channels, height, width)
-    elif name == "mlp":
-        return Mlp(num_classes, channels, height, width, mlp_hidden)
-    else:
+    """The PyTorch module whose state_dict matches hpctrain's model `name` tensor for tensor
+    (definitions in scripts/torch_models.py, shared with the tests and the PyTorch baseline)."""
+    if name not in MODELS:
         raise SystemExit(f"unknown model '{name}' (one of {', '.join(MODELS)})")
-    if channels != 3:
-        old = m.conv1
-        m.conv1 = nn.Conv2d(channels, 64, old.kernel_size, old.stride, old.padding, bias=False)
-    return m
+    return torch_models.build(name, num_classes, channels, height, width, mlp_hidden)
 
 
 def load_state_dict_file(path):

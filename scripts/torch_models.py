@@ -49,10 +49,11 @@ def build(name, num_classes=10, c=3, h=32, w=32, mlp_hidden=64):
     """The PyTorch module for an hpctrain model name."""
     if name == "resnet18_cifar":
         return resnet18_cifar(num_classes, c)
-    if name == "resnet18":
-        return torchvision.models.resnet18(num_classes=num_classes)
-    if name == "resnet50":
-        return torchvision.models.resnet50(num_classes=num_classes)
+    if name in ("resnet18", "resnet50"):
+        m = getattr(torchvision.models, name)(num_classes=num_classes)
+        if c != 3:  # hpctrain builds the stem for the dataset's channel count
+            m.conv1 = nn.Conv2d(c, 64, 7, 2, 3, bias=False)
+        return m
     if name == "fmnist_cnn":
         return FmnistCnn(c, h, w, num_classes)
     if name == "mlp":
