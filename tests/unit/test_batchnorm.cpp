@@ -9,26 +9,16 @@
 #include "src/ops/batchnorm2d.hpp"
 #include "src/ops/batchnorm2d_ref.hpp"
 #include "tests/unit/gradcheck.hpp"
+#include "tests/unit/tensor_test_util.hpp"
 
 using namespace ht;
 using ht::test::max_rel_err;
 using ht::test::numeric_grad;
 using ht::test::random_vec;
+using ht::test::to_tensor;
+using ht::test::to_vec;
 
 namespace {
-
-Tensor to_tensor(const std::vector<double>& v, std::vector<int64_t> shape) {
-  auto t = Tensor::empty(std::move(shape));
-  auto s = t.span<float>();
-  REQUIRE(s.size() == v.size());
-  for (size_t i = 0; i < v.size(); ++i) s[i] = static_cast<float>(v[i]);
-  return t;
-}
-
-std::vector<double> to_vec(const Tensor& t) {
-  auto s = t.span<float>();
-  return {s.begin(), s.end()};
-}
 
 /// The values a float tensor would hold, in double: the reference then sees exactly the CPU's inputs.
 std::vector<double> rounded(std::vector<double> v) {

@@ -11,26 +11,16 @@
 #include "src/ops/pool.hpp"
 #include "src/ops/pool_ref.hpp"
 #include "tests/unit/gradcheck.hpp"
+#include "tests/unit/tensor_test_util.hpp"
 
 using namespace ht;
 using ht::test::max_rel_err;
 using ht::test::numeric_grad;
 using ht::test::random_vec;
+using ht::test::to_tensor;
+using ht::test::to_vec;
 
 namespace {
-
-Tensor to_tensor(const std::vector<double>& v, std::vector<int64_t> shape) {
-  auto t = Tensor::empty(std::move(shape));
-  auto s = t.span<float>();
-  REQUIRE(s.size() == v.size());
-  for (size_t i = 0; i < v.size(); ++i) s[i] = static_cast<float>(v[i]);
-  return t;
-}
-
-std::vector<double> to_vec(const Tensor& t) {
-  auto s = t.span<float>();
-  return {s.begin(), s.end()};
-}
 
 /// n distinct values 0.01*k - 1 (k a random permutation of 0..n-1), exactly representable steps
 /// apart by far more than the FD step, so no window has a tie and FD never flips an arg-max.
