@@ -238,7 +238,28 @@ void Trainer::load_state_tensors(const std::vector<std::pair<std::string, Tensor
   for (const auto& p : ps.params()) load("momentum/" + p.name, mom.slice_flat(p.offset, p.shape));
 }
 
-bool Trainer::train_step(const Batch& batch, nlohmann::json& rec) {
+bool Trainer::next_batch(Tensor& images, Tensor& labels) {
+#if defined(HT_HAVE_CUDA)
+  if (device_ == Device::cuda) {
+    if (!feeder_) feeder_ = std::make_unique<cuda::H2DFeeder>();
+    if (!staged_) {
+      if (!train_loader_->next(host_batch_)) return false;
+      feeder_->stage(host_batch_.images, host_batch_.labels);
+    }
+    feeder_->take(images, labels);
+    // Stage the following batch now, so its copy overlaps this step's compute.
+    staged_ = train_loader_->next(host_batch_);
+    if (staged_) feeder_->stage(host_batch_.images, host_batch_.labels);
+    return true;
+  }
+#endif
+  if (!train_loader_->next(host_batch_)) return false;
+  images = host_batch_.images;
+  labels = host_batch_.labels;
+  return true;
+}
+
+bool Trainer::train_step(const Tensor& images, const Tensor& labels, nlohmann::json& rec) {
   auto& ps = model_->params();
   const int A = cfg_.train.accumulation_steps;
   const int m = micro_batch_;
@@ -252,18 +273,11 @@ bool Trainer::train_step(const Batch& batch, nlohmann::json& rec) {
   if (bucketer_) bucketer_->begin_step();
   for (int a = 0; a < A; ++a) {
     std::optional<TraceSpan> fwd_span(std::in_place, trace_, "forward");
-    const Tensor xs = batch.images.narrow0(int64_t{a} * m, int64_t{a + 1} * m);
-    const Tensor ys = batch.labels.narrow0(int64_t{a} * m, int64_t{a + 1} * m);
+    // The batch is already on the compute device (next_batch); micro-batches are views of it.
+    const Tensor xs = images.narrow0(int64_t{a} * m, int64_t{a + 1} * m);
+    const Tensor ys = labels.narrow0(int64_t{a} * m, int64_t{a + 1} * m);
     const Tensor* x = &xs;
     const Tensor* y = &ys;
-    if (device_ != Device::cpu) {
-      x_dev_.ensure(xs.shape(), DType::f32, device_);
-      y_dev_.ensure(ys.shape(), DType::i32, device_);
-      x_dev_.copy_from(xs);
-      y_dev_.copy_from(ys);
-      x = &x_dev_;
-      y = &y_dev_;
-    }
     PassOptions po;
     po.training = true;
     po.accumulate = a > 0;
@@ -409,24 +423,28 @@ TrainSummary Trainer::run() {
   for (int epoch = prog_.epoch; !stop && (cfg_.train.epochs == 0 || epoch < cfg_.train.epochs); ++epoch) {
     prog_.epoch = epoch;
     train_loader_->start_epoch(epoch, prog_.step_in_epoch);
-    Batch batch;
+    staged_ = false;
+    if (feeder_) feeder_->reset();
+    Tensor images, labels;
     for (;;) {
       auto t_step = Clock::now();
       const int64_t trace_step_begin = trace_.enabled() ? trace_.now_us() : 0;
-      if (!train_loader_->next(batch)) break;
+      if (!next_batch(images, labels)) break;
       const double data_ms = ms_since(t_step);
       if (trace_.enabled()) trace_.record("data", "step", trace_step_begin, trace_.now_us());
       // Test hooks (train.fail_at_step, train.nan_at_step): a failing rank, a poisoned batch.
       if (prog_.step == cfg_.train.fail_at_step && rank_ == cfg_.train.fail_rank)
         throw RuntimeError("injected failure (train.fail_at_step) at step " + std::to_string(prog_.step));
-      if (prog_.step == cfg_.train.nan_at_step && rank_ == cfg_.train.nan_rank && batch.images.numel() > 0 &&
+      if (prog_.step == cfg_.train.nan_at_step && rank_ == cfg_.train.nan_rank && images.numel() > 0 &&
           !nan_injected_) {
-        batch.images.data<float>()[0] = NAN;
+        Tensor nan = Tensor::empty({1});
+        nan.data<float>()[0] = NAN;
+        images.slice_flat(0, {1}).copy_from(nan);  // on the compute device
         nan_injected_ = true;  // once: a skipped step does not advance the step counter
       }
       nlohmann::json rec = {{"event", "step"}, {"step", prog_.step + 1}, {"epoch", epoch + 1}};
       const float lr = learning_rate(cfg_.optim, prog_.step, total_steps_, steps_per_epoch_);
-      const bool applied = train_step(batch, rec);
+      const bool applied = train_step(images, labels, rec);
       const double step_ms = ms_since(t_step);
       train_s += step_ms / 1000;
       prog_.step_in_epoch++;

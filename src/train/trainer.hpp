@@ -17,6 +17,7 @@
 #include "src/core/config.hpp"
 #include "src/nn/models.hpp"
 #include "src/train/sgd.hpp"
+#include "cuda/h2d_feeder.hpp"
 
 namespace ht {
 
@@ -86,7 +87,10 @@ class Trainer {
   void setup_distributed(int threads);
   /// One optimizer step over this rank's share of the global batch. Returns false when skipped
   /// because a loss or gradient was not finite on some rank.
-  bool train_step(const Batch& batch, nlohmann::json& rec);
+  bool train_step(const Tensor& images, const Tensor& labels, nlohmann::json& rec);
+  /// This rank's next train batch on the compute device (GPU: staged one batch ahead through
+  /// pinned memory and the copy stream). False at the end of the epoch.
+  bool next_batch(Tensor& images, Tensor& labels);
   void evaluate(int epoch);
   /// Verifies that every rank holds bit-identical parameters; throws RuntimeError otherwise.
   bool check_replicas();
@@ -111,6 +115,9 @@ class Trainer {
   TrainSummary summary_;
   Tensor x_dev_, y_dev_, probs_, dlogits_, buffers_backup_;
   bool nan_injected_ = false;
+  Batch host_batch_;                       // the loader's output (host)
+  std::unique_ptr<cuda::H2DFeeder> feeder_;  // GPU runs: host-to-device pipeline
+  bool staged_ = false;                    // feeder_ holds the next batch
   CheckpointHooks hooks_;
 };
 

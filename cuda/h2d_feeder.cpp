@@ -1,0 +1,89 @@
+// Host code of the input pipeline (CUDA runtime API only); empty in CPU-only builds.
+#include "cuda/h2d_feeder.hpp"
+
+#if defined(HT_HAVE_CUDA)
+#include <cstring>
+
+#include "cuda/check.hpp"
+#include "cuda/cuda_context.hpp"
+
+namespace ht::cuda {
+
+struct H2DFeeder::Slot {
+  void* pinned = nullptr;        // images then labels, page-locked for truly asynchronous copies
+  size_t pinned_bytes = 0;
+  Tensor images, labels;         // device copies
+  cudaEvent_t copied = nullptr;  // recorded on the copy stream after the H2D copy
+  cudaEvent_t consumed = nullptr;  // recorded on the compute stream once its batch's work is issued
+  bool consumed_recorded = false;
+  ~Slot() {
+    if (pinned) cudaFreeHost(pinned);
+    if (copied) cudaEventDestroy(copied);
+    if (consumed) cudaEventDestroy(consumed);
+  }
+};
+
+H2DFeeder::H2DFeeder() {
+  for (auto& s : slots_) {
+    s = std::make_unique<Slot>();
+    HT_CUDA_CHECK(cudaEventCreateWithFlags(&s->copied, cudaEventDisableTiming));
+    HT_CUDA_CHECK(cudaEventCreateWithFlags(&s->consumed, cudaEventDisableTiming));
+  }
+}
+
+H2DFeeder::~H2DFeeder() = default;
+
+void H2DFeeder::stage(const Tensor& images, const Tensor& labels) {
+  if (staged_ == 2) throw RuntimeError("H2DFeeder::stage: both slots hold batches not yet taken");
+  Slot& s = *slots_[next_];
+  Context& c = ctx();
+  const size_t ib = images.nbytes(), lb = labels.nbytes();
+  // The pinned buffer may still be the source of this slot's previous copy.
+  HT_CUDA_CHECK(cudaEventSynchronize(s.copied));
+  if (s.pinned_bytes < ib + lb) {
+    if (s.pinned) HT_CUDA_CHECK(cudaFreeHost(s.pinned));
+    s.pinned = nullptr;
+    HT_CUDA_CHECK(cudaHostAlloc(&s.pinned, ib + lb, cudaHostAllocDefault));
+    s.pinned_bytes = ib + lb;
+  }
+  std::memcpy(s.pinned, images.raw(), ib);
+  std::memcpy(static_cast<char*>(s.pinned) + ib, labels.raw(), lb);
+  s.images.ensure(images.shape(), images.dtype(), Device::cuda);
+  s.labels.ensure(labels.shape(), labels.dtype(), Device::cuda);
+  // The device buffers may still be read by the compute work of the batch staged two steps ago.
+  if (s.consumed_recorded) HT_CUDA_CHECK(cudaStreamWaitEvent(c.copy, s.consumed, 0));
+  HT_CUDA_CHECK(cudaMemcpyAsync(s.images.raw(), s.pinned, ib, cudaMemcpyHostToDevice, c.copy));
+  HT_CUDA_CHECK(cudaMemcpyAsync(s.labels.raw(), static_cast<char*>(s.pinned) + ib, lb, cudaMemcpyHostToDevice, c.copy));
+  HT_CUDA_CHECK(cudaEventRecord(s.copied, c.copy));
+  next_ = 1 - next_;
+  ++staged_;
+}
+
+void H2DFeeder::take(Tensor& images, Tensor& labels) {
+  if (staged_ == 0) throw RuntimeError("H2DFeeder::take: no batch staged");
+  Context& c = ctx();
+  // Everything the previous batch needs has been issued on the compute stream by now.
+  if (taken_ >= 0) {
+    HT_CUDA_CHECK(cudaEventRecord(slots_[taken_]->consumed, c.compute));
+    slots_[taken_]->consumed_recorded = true;
+  }
+  const int k = staged_ == 2 ? next_ : 1 - next_;  // the oldest staged slot
+  Slot& s = *slots_[k];
+  HT_CUDA_CHECK(cudaStreamWaitEvent(c.compute, s.copied, 0));
+  images = s.images;
+  labels = s.labels;
+  taken_ = k;
+  --staged_;
+}
+
+}  // namespace ht::cuda
+#else
+namespace ht::cuda {
+// CPU-only build: the trainer never creates a feeder (no CUDA device), but the type must be complete.
+struct H2DFeeder::Slot {};
+H2DFeeder::H2DFeeder() { throw RuntimeError("H2DFeeder: this hpctrain was built without CUDA"); }
+H2DFeeder::~H2DFeeder() = default;
+void H2DFeeder::stage(const Tensor&, const Tensor&) { throw RuntimeError("H2DFeeder: built without CUDA"); }
+void H2DFeeder::take(Tensor&, Tensor&) { throw RuntimeError("H2DFeeder: built without CUDA"); }
+}  // namespace ht::cuda
+#endif
