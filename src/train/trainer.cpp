@@ -507,6 +507,10 @@ TrainSummary Trainer::run() {
       }
       prog_.step_in_epoch = 0;
       prog_.epoch = epoch + 1;
+    } else if (!interrupted && stop && cfg_.train.eval) {
+      // train.max_steps ended the run inside an epoch: still report the test accuracy reached.
+      TraceSpan s(trace_, "evaluate");
+      evaluate(epoch);
     }
   }
   summary_.steps = prog_.step;
