@@ -202,6 +202,24 @@ EOF
 
 # ht_slurm_stop: cancel jobs, then stop the daemons by the process ids started above (their pid
 # files vanish early); SIGKILL whatever is left after 10 s. Idempotent.
+# For the tests that drive the real hpctrain: sets src (the repository) and HT_BIN (default
+# build/hpctrain, must exist), starts the cluster and makes $work inside it. Returns ht_slurm_start's
+# status (77 when Slurm cannot start), 1 when the binary is missing.
+ht_slurm_test_begin() {
+  src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  HT_BIN=${HT_BIN:-$src/build/hpctrain}
+  [[ -x $HT_BIN ]] || { echo "FAIL: HT_BIN '$HT_BIN' missing" >&2; return 1; }
+  ht_slurm_start || return $?
+  work=$HT_SLURM_DIR/work
+  mkdir -p "$work"
+}
+
+# Debian's Fashion-MNIST as 2 train shards in $work/fmnist (log in $work/prepare.log).
+ht_slurm_prepare_fmnist() {
+  "$HT_BIN" prepare --format fashion-mnist --input /usr/share/datasets/fashion-mnist --output "$work/fmnist" \
+    --shards 2 >"$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; return 1; }
+}
+
 ht_slurm_stop() {
   local rc=$?
   if [[ ${#HT_SLURM_PIDS[@]} -gt 0 ]]; then

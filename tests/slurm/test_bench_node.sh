@@ -6,13 +6,8 @@
 # collector job runs scripts/scaling_study.py over it (CSV and plots). Exit 77 when Slurm cannot start.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-HT_BIN=${HT_BIN:-$src/build/hpctrain}
-[[ -x $HT_BIN ]] || { echo "FAIL: HT_BIN '$HT_BIN' missing" >&2; exit 1; }
 source "$here/cluster.sh"
-ht_slurm_start || exit $?
-work=$HT_SLURM_DIR/work
-mkdir -p "$work"
+ht_slurm_test_begin || exit $?
 fail() {
   echo "FAIL: $*" >&2
   local f
@@ -25,8 +20,7 @@ fail() {
 py=/usr/bin/python3
 
 # A small prepared dataset for the I/O part (Debian's Fashion-MNIST, 2 train shards).
-"$HT_BIN" prepare --format fashion-mnist --input /usr/share/datasets/fashion-mnist --output "$work/fmnist" \
-  --shards 2 >"$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; fail "hpctrain prepare"; }
+ht_slurm_prepare_fmnist || fail "hpctrain prepare"
 
 export HT_BIN OMP_NUM_THREADS=1 HT_BENCH_STEPS=4 HT_BENCH_WARMUP=1 HT_BENCH_BATCH_PER_RANK=16
 export HT_BENCH_AR_ARGS="--max-bytes 1M --iters 3 --warmup 1 --bucket-mb 0.25"

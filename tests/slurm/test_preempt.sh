@@ -8,22 +8,9 @@
 # agree to float rounding (see below). Exit 77 when Slurm cannot start.
 set -uo pipefail
 
-# Resume (checkpoint + exit 75 on a signal, resume from LATEST) is issue 4's work; this test is
-# switched on once that has landed on main.
-HT_PREEMPT_READY=1
-if [[ $HT_PREEMPT_READY != 1 ]]; then
-  echo "SKIP: needs checkpoint resume (issue 4: checkpoint on USR1, exit 75, resume from LATEST) on main"
-  exit 77
-fi
-
 here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-HT_BIN=${HT_BIN:-$src/build/hpctrain}
-[[ -x $HT_BIN ]] || { echo "FAIL: HT_BIN '$HT_BIN' missing" >&2; exit 1; }
 source "$here/cluster.sh"
-ht_slurm_start || exit $?
-work=$HT_SLURM_DIR/work
-mkdir -p "$work"
+ht_slurm_test_begin || exit $?
 fail() {
   echo "FAIL: $*" >&2
   local f
@@ -31,8 +18,7 @@ fail() {
   ht_slurm_dump_logs
   exit 1
 }
-"$HT_BIN" prepare --format fashion-mnist --input /usr/share/datasets/fashion-mnist --output "$work/fmnist" \
-  --shards 2 >"$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; fail "hpctrain prepare"; }
+ht_slurm_prepare_fmnist || fail "hpctrain prepare"
 
 export HT_BIN OMP_NUM_THREADS=1
 steps=40

@@ -5,13 +5,8 @@
 # samples, 12 steps. Exit 77 when Slurm cannot start.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-HT_BIN=${HT_BIN:-$src/build/hpctrain}
-[[ -x $HT_BIN ]] || { echo "FAIL: HT_BIN '$HT_BIN' missing" >&2; exit 1; }
 source "$here/cluster.sh"
-ht_slurm_start || exit $?
-work=$HT_SLURM_DIR/work
-mkdir -p "$work"
+ht_slurm_test_begin || exit $?
 fail() {
   echo "FAIL: $*" >&2
   local f
@@ -19,8 +14,7 @@ fail() {
   ht_slurm_dump_logs
   exit 1
 }
-"$HT_BIN" prepare --format fashion-mnist --input /usr/share/datasets/fashion-mnist --output "$work/fmnist" \
-  --shards 2 >"$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; fail "hpctrain prepare"; }
+ht_slurm_prepare_fmnist || fail "hpctrain prepare"
 
 export HT_BIN OMP_NUM_THREADS=1
 run=$work/run
