@@ -15,3 +15,7 @@ if(HT_HAVE_CUDA)
   set_tests_properties(gpu_nccl_timeout PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 30
                        ENVIRONMENT "${HT_MPI_TEST_ENV}")
 endif()
+
+# Two ranks on the single GPU of the verification machine (refused, then shared through MPI). The
+# other gpu_train.py checks are registered in lead.cmake.
+ht_add_script_test(gpu_train_shared_gpu gpu/gpu_train.py ARGS shared_gpu LABELS gpu TIMEOUT 300)
