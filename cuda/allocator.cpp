@@ -126,8 +126,15 @@ void* device_alloc(size_t bytes) {
 void device_free(void* p) {
   if (!p) return;
   record_free(p);
-  // Never throw from a destructor path; a failed free at exit is harmless.
-  cudaStream_t s = ctx().compute;
+  // Never throw: this runs in Tensor destructors (noexcept), also at exit after the CUDA runtime
+  // may have unloaded, where ctx() (cudaSetDevice) would throw and terminate. A failed free then is
+  // harmless.
+  cudaStream_t s = nullptr;
+  try {
+    s = ctx().compute;
+  } catch (...) {
+    return;
+  }
   (void)cudaFreeAsync(p, s);
 }
 
