@@ -102,6 +102,17 @@ def exact_resume(tmp):
 
 
 def shared_gpu(tmp):
+    # Needs a working MPI launcher (on the verification machine: the packed Debian Open MPI); without
+    # one this check cannot run at all, which is reported as skipped, not as a GPU failure.
+    try:
+        m = subprocess.run([MPIEXEC, "--oversubscribe", "-np", "2", "/bin/true"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        launcher_ok, why = m.returncode == 0, m.stdout[-1000:]
+    except (OSError, subprocess.TimeoutExpired) as e:
+        launcher_ok, why = False, str(e)
+    if not launcher_ok:
+        print(f"SKIPPED: {MPIEXEC} cannot start 2 ranks here: {why}")
+        sys.exit(77)
     # Two ranks, one GPU, no permission to share: an error naming both ranks and the GPU, on time.
     p = train(os.path.join(tmp, "refused"), "cuda", ranks=2, expect=2, model="mlp")
     assert "ranks 0 and 1" in p.stdout and "would both bind GPU GPU-" in p.stdout, p.stdout[-3000:]
