@@ -184,8 +184,9 @@ TEST_CASE("conv2d and linear with TF32 allowed stay within 5e-3 of the CPU", "[g
   Tensor lb = randn({ls.out}, 206);
   Tensor lyr = Tensor::empty({ls.n, ls.out}), ldx = Tensor::empty(lx.shape()), ldw = Tensor::empty(lw.shape());
   Tensor ldb = Tensor::empty({ls.out});
-  cpu::linear_forward(cc, ls, lx, lw, &lb, lyr);
-  cpu::linear_backward(cc, ls, lx, lw, ly, &ldx, ldw, &ldb, false);
+  OpCachePtr lcc;
+  cpu::linear_forward(lcc, ls, lx, lw, &lb, lyr);
+  cpu::linear_backward(lcc, ls, lx, lw, ly, &ldx, ldw, &ldb, false);
   Tensor lxg = gpu(lx), lwg = gpu(lw), lbg = gpu(lb);
   Tensor lyg = poisoned(lyr.shape()), ldxg = poisoned(lx.shape()), ldwg = poisoned(lw.shape()), ldbg = poisoned({ls.out});
   OpCachePtr lc;
