@@ -60,9 +60,11 @@ size_t checkpoint_expected_bytes(const CheckpointData& d);
 /// holding `dir` (statvfs f_bavail) has fewer than `bytes_needed` bytes available to us.
 void check_free_space(const std::string& dir, size_t bytes_needed);
 
-/// Writes `d` to exactly `path` (fsynced, no rename): the HDF5 file is built in memory (core driver)
-/// and written with one sequential write. Throws RuntimeError naming the path, the bytes needed and
-/// the HDF5/system cause; a partial file is left for the caller to remove.
+/// Writes `d` to exactly `path` (fsynced, no rename): HDF5's sec2 driver writes each checksummed
+/// ~1 MiB chunk straight to the file (H5Dwrite_chunk), write-back to disk starts while later chunks
+/// are checksummed (sync_file_range), metadata follows at close, then fsync. Throws RuntimeError
+/// naming the path, the bytes needed and the HDF5/system cause; a partial file is left for the
+/// caller to remove.
 /// `delay_ms` > 0 sleeps half-way through (test hook: widens the window for crash tests).
 void write_checkpoint_file(const std::string& path, const CheckpointData& d, double delay_ms = 0);
 
@@ -86,6 +88,9 @@ struct CheckpointWriteResult {
   std::string path;             ///< final file
   size_t bytes = 0;             ///< file size
   double write_ms = 0;          ///< wall time of the whole write (file, fsyncs, renames, LATEST)
+  double data_ms = 0;           ///< of which: HDF5 file written and closed (checksums, data in the page cache)
+  double fsync_ms = 0;          ///< of which: fsync of the file (write-back still in flight)
+  double publish_ms = 0;        ///< of which: rename, directory fsync, LATEST, pruning
   std::vector<std::string> removed;  ///< older checkpoints pruned after the write
 };
 

@@ -29,6 +29,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+std::string load_1min() {  // a shared machine: say how busy it was
+  std::ifstream la("/proc/loadavg");
+  std::string l1;
+  la >> l1;
+  return l1;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
@@ -165,6 +172,7 @@ int bench_checkpoint(const Args& args) {
       return kExitOk;
     } else throw UsageError("hpctrain bench checkpoint: unknown option " + args[i]);
   }
+  std::string load_start = load_1min();
   fs::remove_all(dir);
   fs::create_directories(dir);
   int64_t nparams = 0;
@@ -176,7 +184,7 @@ int bench_checkpoint(const Args& args) {
             << payload << " bytes\n";
 
   // 1) synchronous checkpoint write vs plain write + fsync, interleaved so both see the same disk state.
-  std::vector<double> plain, ckpt, build;
+  std::vector<double> plain, ckpt, build, data_ms, fsync_ms, publish_ms;
   size_t file_bytes = 0;
   CheckpointWriteOptions opt;
   opt.keep_last = 2;
@@ -185,6 +193,9 @@ int bench_checkpoint(const Args& args) {
     plain.push_back(plain_write_ms(dir + "/plain.bin", ts));
     auto res = write_checkpoint(dir + "/run", r + 1, state, opt);
     ckpt.push_back(res.write_ms);
+    data_ms.push_back(res.data_ms);
+    fsync_ms.push_back(res.fsync_ms);
+    publish_ms.push_back(res.publish_ms);
     file_bytes = res.bytes;
   }
   {
@@ -196,7 +207,9 @@ int bench_checkpoint(const Args& args) {
   }
   double plain_ms = median(plain), ckpt_ms = median(ckpt);
   std::cout << "plain write+fsync: " << plain_ms << " ms;  checkpoint write: " << ckpt_ms << " ms  (ratio "
-            << ckpt_ms / plain_ms << ");  verified read: " << build[0] << " ms\n";
+            << ckpt_ms / plain_ms << ");  verified read: " << build[0] << " ms\n"
+            << "checkpoint parts (medians): file written " << median(data_ms) << " ms, fsync " << median(fsync_ms)
+            << " ms, rename + dir fsync + LATEST + prune " << median(publish_ms) << " ms\n";
 
   // 2) simulated training with asynchronous checkpoints every `every` steps.
   std::vector<float> buf(1 << 16, 1.f);
@@ -239,12 +252,8 @@ int bench_checkpoint(const Args& args) {
   ::gethostname(host, sizeof host - 1);
   j["host"] = host;
   j["cores"] = std::thread::hardware_concurrency();
-  {
-    std::ifstream la("/proc/loadavg");  // a shared machine: say how busy it was
-    std::string l1;
-    la >> l1;
-    j["load_average_1min_at_end"] = l1;
-  }
+  j["load_average_1min_at_start"] = load_start;
+  j["load_average_1min_at_end"] = load_1min();
   j["state"] = {{"model", "resnet18_cifar"}, {"parameters", nparams}, {"tensors", state.tensors.size()},
                 {"payload_bytes", payload}, {"file_bytes", file_bytes}};
   j["write"] = {{"repeats", repeats},
@@ -252,6 +261,10 @@ int bench_checkpoint(const Args& args) {
                 {"checkpoint_write_ms", ckpt},
                 {"plain_write_fsync_ms_median", plain_ms},
                 {"checkpoint_write_ms_median", ckpt_ms},
+                {"checkpoint_parts_ms_median",
+                 {{"file_written_and_closed", median(data_ms)},
+                  {"fsync", median(fsync_ms)},
+                  {"rename_dirfsync_latest_prune", median(publish_ms)}}},
                 {"ratio_checkpoint_over_plain", ckpt_ms / plain_ms},
                 {"plain_MB_per_s", payload / 1e3 / plain_ms},
                 {"checkpoint_MB_per_s", file_bytes / 1e3 / ckpt_ms},
