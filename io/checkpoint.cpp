@@ -777,7 +777,7 @@ CheckpointWriteResult write_checkpoint(const std::string& run_dir, int64_t step,
                          human_bytes(avail) + " available in " + dir);
   }
   std::string tmp = r.path + ".tmp." + std::to_string(::getpid());
-  Clock::time_point t_file;
+  Clock::time_point t_file, t_published;
   {
     try {
       FileTimes ft = stream_file(tmp, d, opt.test_delay_ms);
@@ -801,6 +801,7 @@ CheckpointWriteResult write_checkpoint(const std::string& run_dir, int64_t step,
     // The checkpoint itself is complete and durable (readers scan by step), but say so loudly.
     throw RuntimeError("checkpoint " + r.path + " written, but LATEST could not be updated: " + e.what());
   }
+  t_published = Clock::now();
   // Prune: keep the newest keep_last plus every keep_every-th; never the one just written.
   auto all = list_checkpoints(run_dir);
   size_t keep_from = all.size() > static_cast<size_t>(opt.keep_last) ? all.size() - static_cast<size_t>(opt.keep_last) : 0;
@@ -810,7 +811,8 @@ CheckpointWriteResult write_checkpoint(const std::string& run_dir, int64_t step,
     if (fs::remove(p, ec)) r.removed.push_back(p);
   }
   auto t_end = Clock::now();
-  r.publish_ms = ms_between(t_file, t_end);
+  r.publish_ms = ms_between(t_file, t_published);
+  r.prune_ms = ms_between(t_published, t_end);
   r.write_ms = ms_between(t0, t_end);
   return r;
 }

@@ -114,7 +114,9 @@ CheckpointData host_copy(const CheckpointData& src) {
   return d;
 }
 
-double plain_write_ms(const std::string& path, const std::vector<const Tensor*>& ts) {
+// Plain write + fsync of the tensors' bytes, in ms; *unlink_ms gets the time to delete the file again
+// (not part of the plain figure; reported next to the checkpoint's pruning of an older file).
+double plain_write_ms(const std::string& path, const std::vector<const Tensor*>& ts, double* unlink_ms = nullptr) {
   auto t0 = Clock::now();
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw RuntimeError("bench checkpoint: cannot create " + path + ": " + std::strerror(errno));
@@ -133,7 +135,9 @@ double plain_write_ms(const std::string& path, const std::vector<const Tensor*>&
   ::fsync(fd);
   ::close(fd);
   double ms = ms_since(t0);
+  auto t1 = Clock::now();
   ::unlink(path.c_str());
+  if (unlink_ms) *unlink_ms = ms_since(t1);
   return ms;
 }
 
@@ -184,18 +188,22 @@ int bench_checkpoint(const Args& args) {
             << payload << " bytes\n";
 
   // 1) synchronous checkpoint write vs plain write + fsync, interleaved so both see the same disk state.
-  std::vector<double> plain, ckpt, build, data_ms, fsync_ms, publish_ms;
+  std::vector<double> plain, ckpt, build, data_ms, fsync_ms, publish_ms, prune_ms, unpruned, plain_unlink;
   size_t file_bytes = 0;
   CheckpointWriteOptions opt;
   opt.keep_last = 2;
   plain_write_ms(dir + "/warmup.bin", ts);
   for (int r = 0; r < repeats; ++r) {
-    plain.push_back(plain_write_ms(dir + "/plain.bin", ts));
+    double ul = 0;
+    plain.push_back(plain_write_ms(dir + "/plain.bin", ts, &ul));
+    plain_unlink.push_back(ul);
     auto res = write_checkpoint(dir + "/run", r + 1, state, opt);
     ckpt.push_back(res.write_ms);
     data_ms.push_back(res.data_ms);
     fsync_ms.push_back(res.fsync_ms);
     publish_ms.push_back(res.publish_ms);
+    prune_ms.push_back(res.prune_ms);
+    unpruned.push_back(res.write_ms - res.prune_ms);
     file_bytes = res.bytes;
   }
   {
@@ -209,7 +217,9 @@ int bench_checkpoint(const Args& args) {
   std::cout << "plain write+fsync: " << plain_ms << " ms;  checkpoint write: " << ckpt_ms << " ms  (ratio "
             << ckpt_ms / plain_ms << ");  verified read: " << build[0] << " ms\n"
             << "checkpoint parts (medians): file written " << median(data_ms) << " ms, fsync " << median(fsync_ms)
-            << " ms, rename + dir fsync + LATEST + prune " << median(publish_ms) << " ms\n";
+            << " ms, rename + dir fsync + LATEST " << median(publish_ms) << " ms, pruning older checkpoints "
+            << median(prune_ms) << " ms;  without pruning " << median(unpruned) << " ms (ratio "
+            << median(unpruned) / plain_ms << ");  unlinking the plain file " << median(plain_unlink) << " ms\n";
 
   // 2) simulated training with asynchronous checkpoints every `every` steps.
   std::vector<float> buf(1 << 16, 1.f);
@@ -260,11 +270,16 @@ int bench_checkpoint(const Args& args) {
                 {"plain_write_fsync_ms", plain},
                 {"checkpoint_write_ms", ckpt},
                 {"plain_write_fsync_ms_median", plain_ms},
+                {"plain_file_unlink_ms_median", median(plain_unlink)},
                 {"checkpoint_write_ms_median", ckpt_ms},
                 {"checkpoint_parts_ms_median",
                  {{"file_written_and_closed", median(data_ms)},
                   {"fsync", median(fsync_ms)},
-                  {"rename_dirfsync_latest_prune", median(publish_ms)}}},
+                  {"rename_dirfsync_latest", median(publish_ms)},
+                  {"prune_older_checkpoints", median(prune_ms)}}},
+                {"checkpoint_write_without_prune_ms", unpruned},
+                {"checkpoint_write_without_prune_ms_median", median(unpruned)},
+                {"ratio_without_prune_over_plain", median(unpruned) / plain_ms},
                 {"ratio_checkpoint_over_plain", ckpt_ms / plain_ms},
                 {"plain_MB_per_s", payload / 1e3 / plain_ms},
                 {"checkpoint_MB_per_s", file_bytes / 1e3 / ckpt_ms},
