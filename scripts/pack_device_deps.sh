@@ -22,7 +22,7 @@ trap 'rm -rf "$WORK"' EXIT
 PKGS=(
   # MPI (Open MPI 4.1): headers, wrappers, mpirun/orted, runtime and its libraries
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common
-  libpmix2 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libnuma1 libltdl7 libudev1
+  libpmix2 libmunge2 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libnuma1 libltdl7 libudev1
   # HDF5 (serial, C, C++, high level) and its libraries
   libhdf5-dev libhdf5-103-1 libhdf5-cpp-103-1 libhdf5-hl-100 libhdf5-hl-cpp-100 libaec0 libsz2 libaec-dev
   libcurl4 libssl3 libnghttp2-14 libpsl5 libssh2-1 librtmp1 libidn2-0 libunistring2 libbrotli1 libzstd1
@@ -55,6 +55,10 @@ find "$R"/usr/lib/x86_64-linux-gnu/openmpi -name 'mca_*' \( -name '*ucx*' -o -na
      -o -name '*psm*' -o -name '*cuda*' -o -name '*verbs*' -o -name '*usnic*' -o -name '*uct*' -o -name '*portals*' \
      -o -name '*hcoll*' -o -name '*fca*' \) -delete 2>/dev/null || true
 find "$R"/usr/lib/x86_64-linux-gnu/pmix* -name '*ucx*' -delete 2>/dev/null || true
+# ... and what needs libnl (reachable_netlink: reachable_weighted remains) or only served the
+# components above; each of these printed a load warning on every MPI_Init in a minimal system.
+rm -f "$R"/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_reachable_netlink.so \
+      "$R"/usr/lib/x86_64-linux-gnu/libmca_common_{ucx,verbs,ofi}.so*
 
 # Boost: all headers are kept (9 MiB packed). An include closure computed here once missed
 # boost/config/helper_macros.hpp (g++ -MM leaves out some headers) and broke the build in a chroot
