@@ -36,10 +36,12 @@ ROOT=$DEPS/root
 declare -A R  # results: key -> value (JSON-ready strings)
 status() { R[$1]=$2; echo "device_check: $1 = $2" | tee -a "$LOG"; }
 elapsed() { echo $(( $(date +%s) - T0 )); }
+# Cores for the build: GNU nproc obeys OMP_NUM_THREADS (often 1 in PyTorch images), so drop it.
+CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 # Everything below is also appended to $LOG; the stdout tail alone (12,000 characters) should be
 # enough to see what failed, so each phase prints its own short verdict.
 {
-  echo "device_check: start $(date -u +%FT%TZ) on $(uname -srm), $(nproc) cores, user $(id -un), in $SRC"
+  echo "device_check: start $(date -u +%FT%TZ) on $(uname -srm), $CORES cores (OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}), user $(id -un), in $SRC"
   echo "device_check: tools: cmake=$(command -v cmake) $(cmake --version 2>/dev/null | head -1 | awk '{print $3}')," \
        "ninja=$(command -v ninja) $(ninja --version 2>/dev/null), c++=$(c++ -dumpfullversion 2>/dev/null)," \
        "python3=$(command -v python3) $(python3 -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)," \
@@ -48,7 +50,12 @@ elapsed() { echo $(( $(date +%s) - T0 )); }
   echo "device_check: driver: $(head -1 /proc/driver/nvidia/version 2>/dev/null || echo 'no /proc/driver/nvidia/version');" \
        "nvidia-smi: $(if command -v nvidia-smi >/dev/null; then nvidia-smi -L 2>&1 | head -4 | tr '\n' ' '; else echo absent; fi)"
 } 2>&1 | tee -a "$LOG"
-status commit "$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$SRC" diff --quiet HEAD 2>/dev/null || echo ' (modified)')"
+if commit=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null); then
+  git -C "$SRC" diff --quiet HEAD 2>/dev/null || commit+=" (modified)"
+else
+  commit="unknown (no git repository or no git here; HT_DEVICE_NOTE can name it)"
+fi
+status commit "$commit"
 [[ -n "${HT_DEVICE_NOTE:-}" ]] && status note "$HT_DEVICE_NOTE"
 for tool in cmake ninja; do
   command -v "$tool" >/dev/null || echo "device_check: $tool is not on PATH: the build will fail" | tee -a "$LOG"
@@ -71,11 +78,14 @@ rm -rf "$SHIM" && mkdir -p "$SHIM"
 # ldconfig is missing (then every Debian library would shadow the system's).
 have=$( { ldconfig -p 2>/dev/null | awk 'NR>1 {print $1}'
           ls /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 /usr/lib 2>/dev/null | grep '\.so'; } | sort -u)
+declare -A HAVE=()
+while read -r n; do [[ -n "$n" ]] && HAVE[$n]=1; done <<<"$have"
 for so in $(find "$LIBDIR" "$LIBDIR/hdf5/serial" -maxdepth 1 -name 'lib*.so.*' 2>/dev/null); do
   name=$(basename "$so")
+  [[ -n "${HAVE[$name]:-}" ]] && continue  # this very file name is there already: no readelf needed
   soname=$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
   [[ -z "$soname" ]] && soname=$name
-  if ! grep -qx "$soname" <<<"$have" && [[ ! -e "$SHIM/$soname" ]]; then ln -s "$so" "$SHIM/$soname"; fi
+  if [[ -z "${HAVE[$soname]:-}" && ! -e "$SHIM/$soname" ]]; then ln -s "$so" "$SHIM/$soname"; fi
 done
 # Development links (libfoo.so) for the linker.
 for so in $(find "$LIBDIR" -maxdepth 1 -name 'lib*.so' 2>/dev/null); do
@@ -191,7 +201,7 @@ if [[ "${HT_DEVICE_SKIP_BUILD:-0}" != 1 ]]; then
   if (( rc != 0 )); then tail -40 "$LOG"; fi
   targets=(hpctrain)
   [[ "$CPU_ONLY" != 1 ]] && targets+=(ht_gpu_tests)
-  timeout "$BUILD_LIMIT" cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" >>"$LOG" 2>&1
+  timeout "$BUILD_LIMIT" cmake --build "$BUILD" -j "$CORES" --target "${targets[@]}" >>"$LOG" 2>&1
   rc=$?
   status build_rc $rc
   status build_done_at_s "$(elapsed)"
