@@ -49,8 +49,8 @@ std::string oom_message(const std::string& layer, size_t bytes_requested, size_t
      << format_bytes(pool_reserved_bytes)
      << ". Remedies: lower the micro-batch and raise train.accumulation_steps by the same factor "
         "(micro-batch = train.global_batch / (world_size x train.accumulation_steps); the global batch and the "
-        "results stay the same), or use --train.precision bf16 to halve activation memory; check that no other "
-        "process uses this GPU (nvidia-smi).";
+        "results stay the same); bf16 mixed precision would halve activation memory, but this version trains in "
+        "fp32/tf32 only (train.precision = bf16 is refused); check that no other process uses this GPU (nvidia-smi).";
   return os.str();
 }
 
@@ -126,8 +126,15 @@ void* device_alloc(size_t bytes) {
 void device_free(void* p) {
   if (!p) return;
   record_free(p);
-  // Never throw from a destructor path; a failed free at exit is harmless.
-  cudaStream_t s = ctx().compute;
+  // Never throw: this runs in Tensor destructors (noexcept), also at exit after the CUDA runtime
+  // may have unloaded, where ctx() (cudaSetDevice) would throw and terminate. A failed free then is
+  // harmless.
+  cudaStream_t s = nullptr;
+  try {
+    s = ctx().compute;
+  } catch (...) {
+    return;
+  }
   (void)cudaFreeAsync(p, s);
 }
 

@@ -32,7 +32,7 @@ class CurrentLayer {
 
 /// The out-of-memory message: layer (or "outside any layer"), bytes asked for, free and total device
 /// memory, memory our pool holds, and the remedies (smaller micro-batch with more accumulation steps,
-/// bf16). Pure function; used by the allocator and tested on the CPU.
+/// bf16, named as not yet available). Pure function; used by the allocator and tested on the CPU.
 std::string oom_message(const std::string& layer, size_t bytes_requested, size_t free_bytes, size_t total_bytes,
                         size_t pool_reserved_bytes, int device);
 

@@ -6,7 +6,8 @@
 //  - resultSaveMean / resultSaveInvVariance are mean_b and 1/sqrt(var_b + eps), i.e. save_mean and
 //    save_invstd, consumed by cudnnBatchNormalizationBackward;
 //  - dgamma/dbeta are overwritten (betaParamDiff = 0) or accumulated (betaParamDiff = 1).
-// cuDNN requires eps >= CUDNN_BN_MIN_EPSILON (1e-5); smaller values are rejected with a clear error.
+// eps must be > 0 as on the CPU (cuDNN 9 only asks eps >= CUDNN_BN_MIN_EPSILON, which is 0.0 since
+// cuDNN 8; cuDNN 7 had 1e-5), and the same eps is passed to forward and backward.
 #include "cuda/common.cuh"
 #include "src/ops/batchnorm2d.hpp"
 
@@ -36,8 +37,9 @@ void check_shape(const char* op, const BatchNormShape& sh, const Tensor& x) {
   op_check(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0, op,
            "invalid shape [" + std::to_string(sh.n) + "," + std::to_string(sh.c) + "," + std::to_string(sh.h) + "," +
                std::to_string(sh.w) + "]");
-  op_check(static_cast<double>(sh.eps) >= CUDNN_BN_MIN_EPSILON, op,
-           "eps " + std::to_string(sh.eps) + " is below cuDNN's minimum " + std::to_string(CUDNN_BN_MIN_EPSILON));
+  op_check(sh.eps > 0.f && static_cast<double>(sh.eps) >= CUDNN_BN_MIN_EPSILON, op,
+           "eps " + std::to_string(sh.eps) + " must be positive (and >= cuDNN's minimum " +
+               std::to_string(CUDNN_BN_MIN_EPSILON) + ")");
   check_dev_f32(x, op, "x");
   check_numel(x, int64_t{sh.n} * sh.c * sh.h * sh.w, op, "x");
 }

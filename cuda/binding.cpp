@@ -92,10 +92,11 @@ BindingPlan plan_binding(const std::vector<RankGpus>& ranks) {
 
 int bind_or_throw(const BindingPlan& plan, int rank, bool allow_shared_gpu) {
   for (const auto& is : plan.issues) {
+    // Launch mistakes, seen alike by every rank: usage errors (exit 2 on every rank together).
     if (is.kind == BindingIssue::Kind::kNoGpu)
-      throw RuntimeError("device binding: " + is.message + "; " + is.fix);
+      throw UsageError("device binding: " + is.message + "; " + is.fix);
     if (is.kind == BindingIssue::Kind::kSharedGpu && !allow_shared_gpu)
-      throw RuntimeError("device binding: " + is.message + "; fix: " + is.fix);
+      throw UsageError("device binding: " + is.message + "; fix: " + is.fix);
   }
   return plan.device.at(static_cast<size_t>(rank));
 }

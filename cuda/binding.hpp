@@ -47,9 +47,10 @@ struct BindingPlan {
 /// the ranks with the same host, in rank order (what MPI_Comm_split_type with key = rank gives).
 BindingPlan plan_binding(const std::vector<RankGpus>& ranks);
 
-/// Throws RuntimeError for the binding issues that forbid training on `rank`'s device: a shared GPU
-/// (naming both ranks and the GPU) unless allow_shared_gpu, and no visible GPU on any rank. Returns the
-/// ordinal `rank` binds. Every rank gets the same verdict from the same inputs.
+/// Throws UsageError (exit 2: a launch mistake) for the binding issues that forbid training on
+/// `rank`'s device: a shared GPU (naming both ranks and the GPU) unless allow_shared_gpu, and no
+/// visible GPU on any rank. Returns the ordinal `rank` binds. Every rank gets the same verdict from
+/// the same inputs, so the trainer's collective usage check ends every rank together.
 int bind_or_throw(const BindingPlan& plan, int rank, bool allow_shared_gpu);
 
 }  // namespace ht
@@ -63,8 +64,8 @@ namespace ht {
 /// gathers every rank's host and visible UUIDs, plans the binding and returns this rank's device
 /// ordinal (its UUID in *uuid when non-null). Every rank reaches the same verdict: throws UsageError
 /// (exit 2) on every rank when any rank has no usable GPU, naming the rank, host and the reason (no
-/// device, driver missing, driver older than the runtime, CUDA_VISIBLE_DEVICES empty) with its fix;
-/// throws RuntimeError when two ranks would share a GPU unless allow_shared_gpu. `host` is this rank's
+/// device, driver missing, driver older than the runtime, CUDA_VISIBLE_DEVICES empty) with its fix,
+/// and when two ranks would share a GPU unless allow_shared_gpu. `host` is this rank's
 /// host name (DistContext::host).
 int bind_rank_gpu(MPI_Comm comm, const std::string& host, bool allow_shared_gpu, std::string* uuid = nullptr);
 

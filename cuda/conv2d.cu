@@ -7,6 +7,8 @@
 //  - deterministic: cudnnGet*Algorithm_v7 heuristics (no timing, so the same choice every run),
 //    restricted to results reported CUDNN_DETERMINISTIC and never the algorithms cuDNN documents as
 //    non-deterministic (backward data ALGO_0, backward filter ALGO_0 and ALGO_3).
+// Each choice is an (algorithm, math type) pair (cuda/conv_algo.hpp, tested on the CPU); the math
+// type is set on the descriptor before every call because the three passes share one descriptor.
 // FP32 math is strict (CUDNN_FMA_MATH) unless Options::allow_tf32.
 #include <cudnn.h>
 
@@ -17,6 +19,7 @@
 #include <tuple>
 
 #include "cuda/common.cuh"
+#include "cuda/conv_algo.hpp"
 #include "src/ops/conv2d.hpp"
 
 namespace ht::cuda {
@@ -30,14 +33,10 @@ struct AlgoKey {
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
 };
 
+/// One (algorithm, math type, workspace) per pass; see cuda/conv_algo.hpp.
 struct Algos {
   bool have_fwd = false, have_bwd = false;
-  cudnnConvolutionFwdAlgo_t fwd{};
-  size_t fwd_ws = 0;
-  cudnnConvolutionBwdDataAlgo_t bwd_data{};
-  size_t bwd_data_ws = 0;
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
-  size_t bwd_filter_ws = 0;
+  ConvAlgoChoice fwd, bwd_data, bwd_filter;
 };
 
 std::mutex g_algo_mu;
@@ -96,117 +95,143 @@ ConvCache& prepare(OpCachePtr& slot, const Conv2dShape& sh, const Options& opt) 
   return cc;
 }
 
-// Math types that would run FP32 data through tensor cores with conversion: never chosen in strict
-// FP32 mode.
-bool math_ok(cudnnMathType_t m, bool tf32) {
-  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
-  if (!tf32 && m == CUDNN_TENSOR_OP_MATH) return false;
-  return true;
+// The cuDNN enum values conv_algo.cpp relies on (it has no cuDNN types).
+static_assert(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 == 0 && CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 == 0 &&
+                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3 == 3,
+              "cuDNN algorithm numbering changed: update conv_algo_nondeterministic");
+
+ConvMath to_math(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return ConvMath::default_math;
+    case CUDNN_TENSOR_OP_MATH: return ConvMath::tensor_op;
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return ConvMath::tensor_op_allow_conversion;
+    case CUDNN_FMA_MATH: return ConvMath::fma;
+  }
+  return ConvMath::tensor_op_allow_conversion;  // unknown: refused by conv_run_math
 }
+
+cudnnMathType_t to_cudnn(ConvMath m) {
+  switch (m) {
+    case ConvMath::default_math: return CUDNN_DEFAULT_MATH;
+    case ConvMath::tensor_op: return CUDNN_TENSOR_OP_MATH;
+    case ConvMath::tensor_op_allow_conversion: return CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    case ConvMath::fma: return CUDNN_FMA_MATH;
+  }
+  return CUDNN_FMA_MATH;
+}
+
+void set_math(ConvCache& cc, ConvMath m) { HT_CUDNN_CHECK(cudnnSetConvolutionMathType(cc.conv, to_cudnn(m))); }
 
 template <class Perf>
-bool acceptable(const Perf& p, const Options& opt) {
-  if (p.status != CUDNN_STATUS_SUCCESS) return false;
-  if (p.memory > opt.workspace_bytes) return false;
-  if (!math_ok(p.mathType, opt.allow_tf32)) return false;
-  if (opt.deterministic && p.determinism != CUDNN_DETERMINISTIC) return false;
-  return true;
+std::vector<ConvAlgoPerf> to_perfs(const Perf* perf, int got) {
+  std::vector<ConvAlgoPerf> v;
+  for (int i = 0; i < got; ++i)
+    v.push_back(ConvAlgoPerf{static_cast<int>(perf[i].algo), perf[i].status == CUDNN_STATUS_SUCCESS, perf[i].memory,
+                             to_math(perf[i].mathType), perf[i].determinism == CUDNN_DETERMINISTIC});
+  return v;
 }
 
-[[noreturn]] void no_algo(const char* pass, const Conv2dShape& sh, const Options& opt) {
-  std::ostringstream os;
-  os << "conv2d: cuDNN offers no " << pass << " algorithm for " << shape_text(sh) << " within the workspace cap of "
-     << (opt.workspace_bytes >> 20) << " MiB" << (opt.deterministic ? " among deterministic algorithms" : "")
-     << "; raise --cuda.workspace_mb" << (opt.deterministic ? " or turn off --train.deterministic" : "");
-  throw RuntimeError(os.str());
+// cudnnFind* (not Ex) allocates its own buffers and trial workspaces with cudaMalloc, outside our
+// stream-ordered pool, which keeps freed blocks (release threshold: never). Return the pool's idle
+// blocks to the driver first so the search is not starved by memory we cache but do not use
+// (PyTorch empties its cache around cudnnFind for the same reason). Once per shape.
+void release_pool_for_find(Context& cx) {
+  HT_CUDA_CHECK(cudaStreamSynchronize(cx.compute));
+  cudaMemPool_t pool;
+  HT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, cx.device));
+  HT_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+}
+
+// Chooses one pass's algorithm. `find(perf, &got)` and `get(perf, &got)` call cudnnFind* /
+// cudnnGet*_v7; `ws(algo, &bytes)` cudnnGet*WorkspaceSize. The descriptor's math type is reset to
+// the base one for the search and set to the chosen pair's before the workspace query; the caller
+// sets it again before each run (the descriptor is shared by the three passes).
+template <class Perf, class AlgoT, int kCount, class Find, class Get, class Ws>
+ConvAlgoChoice choose(ConvPass pass, ConvCache& cc, const Options& opt, Find find, Get get, Ws ws) {
+  Context& cx = ctx();
+  Perf perf[kCount];
+  int got = 0;
+  set_math(cc, conv_base_math(opt.allow_tf32));
+  if (opt.deterministic) {
+    HT_CUDNN_CHECK(get(perf, &got));
+  } else {
+    release_pool_for_find(cx);
+    HT_CUDNN_CHECK(find(perf, &got));
+  }
+  const std::vector<ConvAlgoPerf> perfs = to_perfs(perf, got);
+  const auto choice = choose_conv_algo(pass, perfs, opt.workspace_bytes, opt.deterministic, opt.allow_tf32,
+                                       [&](int algo, ConvMath math) -> std::optional<size_t> {
+                                         set_math(cc, math);
+                                         size_t bytes = 0;
+                                         if (ws(static_cast<AlgoT>(algo), &bytes) != CUDNN_STATUS_SUCCESS)
+                                           return std::nullopt;
+                                         return bytes;
+                                       });
+  if (!choice)
+    throw RuntimeError(
+        no_conv_algo_message(pass, shape_text(cc.sh), perfs, opt.workspace_bytes, opt.deterministic, opt.allow_tf32));
+  return *choice;
 }
 
 void choose_fwd(ConvCache& cc, const Options& opt, Algos& a) {
-  Context& cx = ctx();
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int got = 0;
-  if (opt.deterministic)
-    HT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cx.cudnn, cc.x.get(), cc.w, cc.conv, cc.y.get(),
-                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-  else
-    HT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(cx.cudnn, cc.x.get(), cc.w, cc.conv, cc.y.get(),
-                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-  for (int i = 0; i < got; ++i) {
-    if (!acceptable(perf[i], opt)) continue;
-    size_t ws = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(cx.cudnn, cc.x.get(), cc.w, cc.conv, cc.y.get(), perf[i].algo, &ws) !=
-            CUDNN_STATUS_SUCCESS ||
-        ws > opt.workspace_bytes)
-      continue;
-    a.fwd = perf[i].algo;
-    a.fwd_ws = ws;
-    a.have_fwd = true;
-    return;
-  }
-  no_algo("forward", cc.sh, opt);
+  cudnnHandle_t h = ctx().cudnn;
+  a.fwd = choose<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+      ConvPass::forward, cc, opt,
+      [&](cudnnConvolutionFwdAlgoPerf_t* p, int* got) {
+        return cudnnFindConvolutionForwardAlgorithm(h, cc.x.get(), cc.w, cc.conv, cc.y.get(),
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, got, p);
+      },
+      [&](cudnnConvolutionFwdAlgoPerf_t* p, int* got) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(h, cc.x.get(), cc.w, cc.conv, cc.y.get(),
+                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, got, p);
+      },
+      [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(h, cc.x.get(), cc.w, cc.conv, cc.y.get(), algo, bytes);
+      });
+  a.have_fwd = true;
 }
 
 void choose_bwd(ConvCache& cc, const Options& opt, Algos& a) {
-  Context& cx = ctx();
-  {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int got = 0;
-    if (opt.deterministic)
-      HT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cx.cudnn, cc.w, cc.y.get(), cc.conv, cc.x.get(),
-                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-    else
-      HT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(cx.cudnn, cc.w, cc.y.get(), cc.conv, cc.x.get(),
-                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-    bool found = false;
-    for (int i = 0; i < got && !found; ++i) {
-      if (!acceptable(perf[i], opt)) continue;
-      if (opt.deterministic && perf[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0) continue;
-      size_t ws = 0;
-      if (cudnnGetConvolutionBackwardDataWorkspaceSize(cx.cudnn, cc.w, cc.y.get(), cc.conv, cc.x.get(), perf[i].algo,
-                                                       &ws) != CUDNN_STATUS_SUCCESS ||
-          ws > opt.workspace_bytes)
-        continue;
-      a.bwd_data = perf[i].algo;
-      a.bwd_data_ws = ws;
-      found = true;
-    }
-    if (!found) no_algo("backward-data", cc.sh, opt);
-  }
-  {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int got = 0;
-    if (opt.deterministic)
-      HT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cx.cudnn, cc.x.get(), cc.y.get(), cc.conv, cc.w,
-                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
-                                                                   perf));
-    else
-      HT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(cx.cudnn, cc.x.get(), cc.y.get(), cc.conv, cc.w,
-                                                                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-    bool found = false;
-    for (int i = 0; i < got && !found; ++i) {
-      if (!acceptable(perf[i], opt)) continue;
-      if (opt.deterministic && (perf[i].algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
-                                perf[i].algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3))
-        continue;
-      size_t ws = 0;
-      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(cx.cudnn, cc.x.get(), cc.y.get(), cc.conv, cc.w,
-                                                         perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS ||
-          ws > opt.workspace_bytes)
-        continue;
-      a.bwd_filter = perf[i].algo;
-      a.bwd_filter_ws = ws;
-      found = true;
-    }
-    if (!found) no_algo("backward-filter", cc.sh, opt);
-  }
+  cudnnHandle_t h = ctx().cudnn;
+  a.bwd_data =
+      choose<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          ConvPass::backward_data, cc, opt,
+          [&](cudnnConvolutionBwdDataAlgoPerf_t* p, int* got) {
+            return cudnnFindConvolutionBackwardDataAlgorithm(h, cc.w, cc.y.get(), cc.conv, cc.x.get(),
+                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, got, p);
+          },
+          [&](cudnnConvolutionBwdDataAlgoPerf_t* p, int* got) {
+            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, cc.w, cc.y.get(), cc.conv, cc.x.get(),
+                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, got, p);
+          },
+          [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+            return cudnnGetConvolutionBackwardDataWorkspaceSize(h, cc.w, cc.y.get(), cc.conv, cc.x.get(), algo, bytes);
+          });
+  a.bwd_filter = choose<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t,
+                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+      ConvPass::backward_filter, cc, opt,
+      [&](cudnnConvolutionBwdFilterAlgoPerf_t* p, int* got) {
+        return cudnnFindConvolutionBackwardFilterAlgorithm(h, cc.x.get(), cc.y.get(), cc.conv, cc.w,
+                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, got, p);
+      },
+      [&](cudnnConvolutionBwdFilterAlgoPerf_t* p, int* got) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, cc.x.get(), cc.y.get(), cc.conv, cc.w,
+                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, got, p);
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, cc.x.get(), cc.y.get(), cc.conv, cc.w, algo, bytes);
+      });
   a.have_bwd = true;
 }
 
+AlgoKey key_for(const Conv2dShape& sh, const Options& opt) {
+  return AlgoKey{sh.n, sh.c, sh.h, sh.w, sh.k, sh.r, sh.s, sh.stride, sh.pad, opt.workspace_bytes, opt.deterministic,
+                 opt.allow_tf32};
+}
+
 Algos algos_for(ConvCache& cc, const Options& opt, bool backward) {
-  AlgoKey key{cc.sh.n, cc.sh.c, cc.sh.h, cc.sh.w, cc.sh.k, cc.sh.r, cc.sh.s, cc.sh.stride, cc.sh.pad,
-              opt.workspace_bytes, opt.deterministic, opt.allow_tf32};
   std::lock_guard<std::mutex> lk(g_algo_mu);
-  Algos& a = g_algos[key];
+  Algos& a = g_algos[key_for(cc.sh, opt)];
   if (!backward && !a.have_fwd) choose_fwd(cc, opt, a);
   if (backward && !a.have_bwd) choose_bwd(cc, opt, a);
   return a;
@@ -244,6 +269,26 @@ __global__ void bias_grad_kernel(const float* __restrict__ dy, float* __restrict
 
 }  // namespace
 
+std::string conv2d_algo_text(const Conv2dShape& sh) {
+  const Options opt = options();
+  std::lock_guard<std::mutex> lk(g_algo_mu);
+  auto it = g_algos.find(key_for(sh, opt));
+  if (it == g_algos.end()) return "no algorithm chosen yet";
+  const Algos& a = it->second;
+  std::ostringstream os;
+  auto one = [&](const char* name, bool have, const ConvAlgoChoice& c) {
+    os << name << " ";
+    if (have) os << "algo " << c.algo << " " << conv_math_name(c.math) << " workspace " << c.workspace << " B";
+    else os << "-";
+  };
+  one("forward", a.have_fwd, a.fwd);
+  os << "; ";
+  one("backward-data", a.have_bwd, a.bwd_data);
+  os << "; ";
+  one("backward-filter", a.have_bwd, a.bwd_filter);
+  return os.str();
+}
+
 void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y) {
   const char* op = "conv2d_forward";
@@ -258,9 +303,11 @@ void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, c
   ConvCache& cc = prepare(cache, sh, opt);
   const Algos a = algos_for(cc, opt, false);
   Context& cx = ctx();
-  void* ws = workspace(a.fwd_ws);
-  HT_CUDNN_CHECK(cudnnConvolutionForward(cx.cudnn, Scalars::one(), cc.x.get(), x.raw(), cc.w, w.raw(), cc.conv, a.fwd,
-                                         ws, a.fwd_ws, Scalars::zero(), cc.y.get(), y.raw()));
+  void* ws = workspace(a.fwd.workspace);
+  set_math(cc, a.fwd.math);
+  HT_CUDNN_CHECK(cudnnConvolutionForward(cx.cudnn, Scalars::one(), cc.x.get(), x.raw(), cc.w, w.raw(), cc.conv,
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(a.fwd.algo), ws, a.fwd.workspace,
+                                         Scalars::zero(), cc.y.get(), y.raw()));
   if (b)
     HT_CUDNN_CHECK(cudnnAddTensor(cx.cudnn, Scalars::one(), cc.bias.get(), b->raw(), Scalars::one(), cc.y.get(), y.raw()));
 }
@@ -292,16 +339,19 @@ void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, 
     HT_KERNEL_CHECK();
   }
   {
-    void* ws = workspace(a.bwd_filter_ws);
+    void* ws = workspace(a.bwd_filter.workspace);
+    set_math(cc, a.bwd_filter.math);
     HT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cx.cudnn, Scalars::one(), cc.x.get(), x.raw(), cc.y.get(), dy.raw(),
-                                                  cc.conv, a.bwd_filter, ws, a.bwd_filter_ws,
-                                                  Scalars::beta(accumulate), cc.w, dw.raw()));
+                                                  cc.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.bwd_filter.algo),
+                                                  ws, a.bwd_filter.workspace, Scalars::beta(accumulate), cc.w,
+                                                  dw.raw()));
   }
   if (dx) {
-    void* ws = workspace(a.bwd_data_ws);
+    void* ws = workspace(a.bwd_data.workspace);
+    set_math(cc, a.bwd_data.math);
     HT_CUDNN_CHECK(cudnnConvolutionBackwardData(cx.cudnn, Scalars::one(), cc.w, w.raw(), cc.y.get(), dy.raw(), cc.conv,
-                                                a.bwd_data, ws, a.bwd_data_ws, Scalars::zero(), cc.x.get(),
-                                                dx->raw()));
+                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(a.bwd_data.algo), ws,
+                                                a.bwd_data.workspace, Scalars::zero(), cc.x.get(), dx->raw()));
   }
 }
 

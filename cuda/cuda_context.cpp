@@ -79,8 +79,6 @@ void init(int dev) {
   HT_CUBLAS_CHECK(cublasSetStream(c.cublas, c.compute));
   // Pointer mode host: alpha/beta are host scalars in every call.
   HT_CUBLAS_CHECK(cublasSetPointerMode(c.cublas, CUBLAS_POINTER_MODE_HOST));
-  g_ctx = c;
-  g_init = true;
   // Keep freed blocks in the pool (no release to the driver at each synchronisation): the step's
   // temporaries are reused step after step without cudaMalloc.
   cudaMemPool_t pool;
@@ -88,6 +86,10 @@ void init(int dev) {
   uint64_t threshold = UINT64_MAX;
   HT_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
   register_cuda_allocator();
+  // Initialised only once everything above succeeded: a failure leaves init() to be retried (and
+  // failing again with the same message) rather than a half-built context reported as ready.
+  g_ctx = c;
+  g_init = true;
 }
 
 bool initialized() {

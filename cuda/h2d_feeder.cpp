@@ -14,12 +14,15 @@ struct H2DFeeder::Slot {
   size_t pinned_bytes = 0;
   Tensor images, labels;         // device copies
   cudaEvent_t copied = nullptr;  // recorded on the copy stream after the H2D copy
-  cudaEvent_t consumed = nullptr;  // recorded on the compute stream once its batch's work is issued
-  bool consumed_recorded = false;
+  cudaEvent_t compute_done = nullptr;  // recorded on the compute stream just before the copy is issued
   ~Slot() {
+    // A batch staged but never taken may still be in flight: the pinned source must not be freed,
+    // and the device buffers (freed stream-ordered on the compute stream, which never waited on
+    // this copy) must not be handed out again, before the copy has finished.
+    if (copied) (void)cudaEventSynchronize(copied);
     if (pinned) cudaFreeHost(pinned);
     if (copied) cudaEventDestroy(copied);
-    if (consumed) cudaEventDestroy(consumed);
+    if (compute_done) cudaEventDestroy(compute_done);
   }
 };
 
@@ -27,7 +30,7 @@ H2DFeeder::H2DFeeder() {
   for (auto& s : slots_) {
     s = std::make_unique<Slot>();
     HT_CUDA_CHECK(cudaEventCreateWithFlags(&s->copied, cudaEventDisableTiming));
-    HT_CUDA_CHECK(cudaEventCreateWithFlags(&s->consumed, cudaEventDisableTiming));
+    HT_CUDA_CHECK(cudaEventCreateWithFlags(&s->compute_done, cudaEventDisableTiming));
   }
 }
 
@@ -50,8 +53,15 @@ void H2DFeeder::stage(const Tensor& images, const Tensor& labels) {
   std::memcpy(static_cast<char*>(s.pinned) + ib, labels.raw(), lb);
   s.images.ensure(images.shape(), images.dtype(), Device::cuda);
   s.labels.ensure(labels.shape(), labels.dtype(), Device::cuda);
-  // The device buffers may still be read by the compute work of the batch staged two steps ago.
-  if (s.consumed_recorded) HT_CUDA_CHECK(cudaStreamWaitEvent(c.copy, s.consumed, 0));
+  // The copy stream waits for everything issued on the compute stream so far. That covers two
+  // hazards: (1) the slot's device buffers may still be read by the compute work of the batch they
+  // held before (issued by the previous train_step: in steady state the compute stream then holds
+  // exactly the step before the one about to run, so the copy still overlaps that step); (2) ensure()
+  // may just have (re)allocated them with cudaMallocAsync on the compute stream, whose pool may hand
+  // out a block freed there by work that has not yet run: using it on another stream needs this
+  // ordering. It also keeps reset() safe when a slot still in use is staged again.
+  HT_CUDA_CHECK(cudaEventRecord(s.compute_done, c.compute));
+  HT_CUDA_CHECK(cudaStreamWaitEvent(c.copy, s.compute_done, 0));
   HT_CUDA_CHECK(cudaMemcpyAsync(s.images.raw(), s.pinned, ib, cudaMemcpyHostToDevice, c.copy));
   HT_CUDA_CHECK(cudaMemcpyAsync(s.labels.raw(), static_cast<char*>(s.pinned) + ib, lb, cudaMemcpyHostToDevice, c.copy));
   HT_CUDA_CHECK(cudaEventRecord(s.copied, c.copy));
@@ -62,17 +72,11 @@ void H2DFeeder::stage(const Tensor& images, const Tensor& labels) {
 void H2DFeeder::take(Tensor& images, Tensor& labels) {
   if (staged_ == 0) throw RuntimeError("H2DFeeder::take: no batch staged");
   Context& c = ctx();
-  // Everything the previous batch needs has been issued on the compute stream by now.
-  if (taken_ >= 0) {
-    HT_CUDA_CHECK(cudaEventRecord(slots_[taken_]->consumed, c.compute));
-    slots_[taken_]->consumed_recorded = true;
-  }
   const int k = staged_ == 2 ? next_ : 1 - next_;  // the oldest staged slot
   Slot& s = *slots_[k];
   HT_CUDA_CHECK(cudaStreamWaitEvent(c.compute, s.copied, 0));
   images = s.images;
   labels = s.labels;
-  taken_ = k;
   --staged_;
 }
 

@@ -2,7 +2,9 @@
 // Host-to-device input pipeline (GPU runs): each batch is staged into pinned host memory and copied
 // on the context's copy stream, one batch ahead of the compute that uses it; the compute stream
 // waits on the copy's event (cudaStreamWaitEvent), so copy and compute overlap. Two slots: the
-// batch being computed and the next one.
+// batch being computed and the next one. Each copy is ordered after the compute work issued before
+// stage() (which is the previous step's), so a slot's device buffers are never overwritten while
+// a step still reads them.
 // CUDA builds only (HT_HAVE_CUDA); the trainer uses it when train.device = cuda.
 #include <memory>
 
@@ -31,7 +33,6 @@ class H2DFeeder {
   std::unique_ptr<Slot> slots_[2];
   int staged_ = 0;   // slots staged and not yet taken (0..2)
   int next_ = 0;     // slot the next stage() fills
-  int taken_ = -1;   // slot last handed out
 };
 
 }  // namespace ht::cuda

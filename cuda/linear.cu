@@ -1,11 +1,9 @@
-// Fully connected layer through cuBLAS SGEMM. Tensors are row-major; cuBLAS is column-major, so a
-// row-major [R, C] matrix is read as its column-major transpose [C, R] with leading dimension C:
-//   y  [N,out] = x [N,in] w^T      ->  y^T  = W^T-as-stored * x^T : gemm(T, N, out, N, in)
-//   dx [N,in]  = dy [N,out] w      ->  dx^T = w^T * dy^T          : gemm(N, N, in, N, out)
-//   dw [out,in] = dy^T x           ->  dw^T = x^T * dy            : gemm(N, T, in, out, N)
+// Fully connected layer through cuBLAS SGEMM. The GEMM parameters (row-major tensors read as
+// column-major transposes) come from cuda/gemm_params.hpp, which is unit-tested on the CPU.
 // The bias add and the bias gradient (a fixed-order column sum, deterministic) are own kernels.
 // FP32 GEMMs are strict (CUBLAS_DEFAULT_MATH) unless Options::allow_tf32 (CUBLAS_TF32_TENSOR_OP_MATH).
 #include "cuda/common.cuh"
+#include "cuda/gemm_params.hpp"
 #include "src/ops/linear.hpp"
 
 namespace ht::cuda {
@@ -25,6 +23,14 @@ __global__ void bias_grad_kernel(const float* __restrict__ dy, float* __restrict
   float s = 0.f;
   for (int i = 0; i < n; ++i) s += dy[int64_t{i} * out + o];
   db[o] = accumulate ? db[o] + s : s;
+}
+
+/// Runs one GemmCall with the layer's operands.
+void gemm(cublasHandle_t h, const GemmCall& g, const float* x, const float* w, const float* dy, const float* beta,
+          float* c) {
+  auto pick = [&](GemmOperand o) { return o == GemmOperand::x ? x : o == GemmOperand::w ? w : dy; };
+  HT_CUBLAS_CHECK(cublasSgemm(h, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m,
+                              g.n, g.k, Scalars::one(), pick(g.a), g.lda, pick(g.b), g.ldb, beta, c, g.ldc));
 }
 
 void set_math(cublasHandle_t h) {
@@ -53,9 +59,8 @@ void linear_forward(OpCachePtr&, const LinearShape& sh, const Tensor& x, const T
   }
   Context& cx = ctx();
   set_math(cx.cublas);
-  HT_CUBLAS_CHECK(cublasSgemm(cx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, sh.out, sh.n, sh.in, Scalars::one(),
-                              static_cast<const float*>(w.raw()), sh.in, static_cast<const float*>(x.raw()), sh.in,
-                              Scalars::zero(), static_cast<float*>(y.raw()), sh.out));
+  gemm(cx.cublas, linear_forward_gemm(sh), static_cast<const float*>(x.raw()), static_cast<const float*>(w.raw()),
+       nullptr, Scalars::zero(), static_cast<float*>(y.raw()));
   if (b) {
     const int64_t total = int64_t{sh.n} * sh.out;
     add_bias_kernel<<<blocks_for(total), kThreads, 0, cx.compute>>>(static_cast<float*>(y.raw()),
@@ -83,13 +88,10 @@ void linear_backward(OpCachePtr&, const LinearShape& sh, const Tensor& x, const 
   Context& cx = ctx();
   set_math(cx.cublas);
   const float* dyp = static_cast<const float*>(dy.raw());
-  HT_CUBLAS_CHECK(cublasSgemm(cx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, sh.in, sh.out, sh.n, Scalars::one(),
-                              static_cast<const float*>(x.raw()), sh.in, dyp, sh.out, Scalars::beta(accumulate),
-                              static_cast<float*>(dw.raw()), sh.in));
-  if (dx)
-    HT_CUBLAS_CHECK(cublasSgemm(cx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, sh.in, sh.n, sh.out, Scalars::one(),
-                                static_cast<const float*>(w.raw()), sh.in, dyp, sh.out, Scalars::zero(),
-                                static_cast<float*>(dx->raw()), sh.in));
+  const float* xp = static_cast<const float*>(x.raw());
+  const float* wp = static_cast<const float*>(w.raw());
+  gemm(cx.cublas, linear_dw_gemm(sh), xp, wp, dyp, Scalars::beta(accumulate), static_cast<float*>(dw.raw()));
+  if (dx) gemm(cx.cublas, linear_dx_gemm(sh), xp, wp, dyp, Scalars::zero(), static_cast<float*>(dx->raw()));
   if (db) {
     bias_grad_kernel<<<(sh.out + kThreads - 1) / kThreads, kThreads, 0, cx.compute>>>(
         dyp, static_cast<float*>(db->raw()), sh.n, sh.out, accumulate);

@@ -38,9 +38,13 @@ PoolCache& prepare(OpCachePtr& slot, const PoolShape& sh) {
 }
 
 void check_pool(const char* op, const PoolShape& sh, const Tensor& x) {
+  // pad <= kernel/2 as on the CPU (PyTorch's rule): every window then holds at least one real element.
   op_check(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0 && sh.kernel > 0 && sh.stride > 0 && sh.pad >= 0 &&
-               sh.pad < sh.kernel && sh.p() > 0 && sh.q() > 0,
-           op, "invalid pooling shape");
+               2 * sh.pad <= sh.kernel && sh.p() > 0 && sh.q() > 0,
+           op,
+           "invalid pooling shape: input " + std::to_string(sh.h) + "x" + std::to_string(sh.w) + ", kernel " +
+               std::to_string(sh.kernel) + ", stride " + std::to_string(sh.stride) + ", pad " +
+               std::to_string(sh.pad) + " (need pad <= kernel/2 and a kernel that fits)");
   check_dev_f32(x, op, "x");
   check_numel(x, int64_t{sh.n} * sh.c * sh.h * sh.w, op, "x");
 }

@@ -113,8 +113,11 @@ double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float la
   if (h_hit[n] != 0) {
     const int64_t row = h_hit[n] - 1;
     int32_t value = 0;
-    HT_CUDA_CHECK(cudaMemcpy(&value, static_cast<const int32_t*>(labels.raw()) + row, sizeof(value),
-                             cudaMemcpyDeviceToHost));
+    // On the compute stream (not the legacy default stream, which does not order with our
+    // non-blocking streams).
+    HT_CUDA_CHECK(cudaMemcpyAsync(&value, static_cast<const int32_t*>(labels.raw()) + row, sizeof(value),
+                                  cudaMemcpyDeviceToHost, cx.compute));
+    HT_CUDA_CHECK(cudaStreamSynchronize(cx.compute));
     throw RuntimeError(std::string(op) + ": label " + std::to_string(value) + " of row " + std::to_string(row) +
                        " is outside [0, " + std::to_string(k) + ")");
   }

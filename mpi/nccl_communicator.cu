@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <sstream>
 
 #include "cuda/check.hpp"
@@ -37,49 +38,55 @@ std::string host_name() {
 
 class NcclCommunicator final : public Communicator {
  public:
-  explicit NcclCommunicator(double timeout_s) : timeout_s_(timeout_s), host_(host_name()) {
-    HT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-    HT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_));
+  // `id` comes from rank 0 (ncclGetUniqueId), handed to every rank beforehand (make_nccl_communicator).
+  NcclCommunicator(double timeout_s, int world, int rank, const ncclUniqueId& id)
+      : timeout_s_(timeout_s), host_(host_name()), rank_(rank), world_(world) {
     cuda::Context& cx = cuda::ctx();
     compute_ = cx.compute;
     HT_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
     HT_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     HT_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
 
-    ncclUniqueId id;
-    std::memset(&id, 0, sizeof(id));
-    if (rank_ == 0) HT_NCCL_CHECK(ncclGetUniqueId(&id));
-    HT_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
-
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclResult_t rc = ncclCommInitRankConfig(&comm_, world_, id, rank_, &config);
-    if (rc != ncclSuccess && rc != ncclInProgress) {
-      if (comm_) ncclCommAbort(comm_);
-      comm_ = nullptr;
-      fail("initialisation (ncclCommInitRankConfig)", std::string("NCCL error: ") + ncclGetErrorString(rc));
+    ncclUniqueId uid = id;
+    ncclResult_t rc = ncclCommInitRankConfig(&comm_, world_, uid, rank_, &config);
+    try {
+      if (rc != ncclSuccess && rc != ncclInProgress)
+        fail("initialisation (ncclCommInitRankConfig)", std::string("NCCL error: ") + ncclGetErrorString(rc));
+      settle("initialisation (ncclCommInitRankConfig over " + std::to_string(world_) + " ranks)");
+    } catch (...) {
+      // The destructor does not run for a constructor that throws: release the stream and events
+      // here (the communicator itself was aborted by fail()/timeout()).
+      release_cuda_objects();
+      throw;
     }
-    settle("initialisation (ncclCommInitRankConfig over " + std::to_string(world_) + " ranks)");
   }
 
   ~NcclCommunicator() override {
     if (comm_) {
-      // Flush, then destroy; a communicator that does not finalise in bounded time is aborted.
-      (void)ncclCommFinalize(comm_);
-      const bool ok = poll_with_deadline(
-          [&] {
-            ncclResult_t st = ncclSuccess;
-            if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess) return true;
-            return st != ncclInProgress;
-          },
-          timeout_s_ > 0 ? timeout_s_ : 30.0);
-      if (ok) ncclCommDestroy(comm_);
-      else ncclCommAbort(comm_);
+      if (std::uncaught_exceptions() > 0) {
+        // Unwinding an error (this rank failed, or a collective timed out): the peers may never
+        // finalise, and ncclCommFinalize waits until the communicator is globally quiescent, which
+        // would hold this rank for up to timeout_s before it can report and end the job. Abort instead.
+        ncclCommAbort(comm_);
+      } else {
+        // Normal end: flush, then destroy; a communicator that does not finalise in bounded time is
+        // aborted.
+        (void)ncclCommFinalize(comm_);
+        const bool ok = poll_with_deadline(
+            [&] {
+              ncclResult_t st = ncclSuccess;
+              if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess) return true;
+              return st != ncclInProgress;
+            },
+            timeout_s_ > 0 ? timeout_s_ : 30.0);
+        if (ok) ncclCommDestroy(comm_);
+        else ncclCommAbort(comm_);
+      }
       comm_ = nullptr;
     }
-    if (done_) cudaEventDestroy(done_);
-    if (ready_) cudaEventDestroy(ready_);
-    if (comm_stream_) cudaStreamDestroy(comm_stream_);
+    release_cuda_objects();
   }
 
   std::string name() const override { return "nccl"; }
@@ -207,6 +214,14 @@ class NcclCommunicator final : public Communicator {
     throw RuntimeError(os.str());
   }
 
+  void release_cuda_objects() {
+    if (done_) cudaEventDestroy(done_);
+    if (ready_) cudaEventDestroy(ready_);
+    if (comm_stream_) cudaStreamDestroy(comm_stream_);
+    done_ = ready_ = nullptr;
+    comm_stream_ = nullptr;
+  }
+
   void abort_comm() {
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
@@ -228,7 +243,35 @@ class NcclCommunicator final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s) {
-  return std::make_unique<NcclCommunicator>(timeout_s);
+  int rank = 0, world = 1;
+  HT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  HT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  // Rank 0 first tells the others whether ncclGetUniqueId worked, so that a failure there is an
+  // error on every rank rather than one rank throwing while the others wait in MPI_Bcast.
+  int ok = 1;
+  std::string err;
+  if (rank == 0) {
+    ncclResult_t rc = ncclGetUniqueId(&id);
+    if (rc != ncclSuccess) {
+      ok = 0;
+      err = ncclGetErrorString(rc);
+    }
+  }
+  HT_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  if (!ok)
+    throw RuntimeError("NCCL initialisation on rank " + std::to_string(rank) + ": ncclGetUniqueId failed on rank 0" +
+                       (err.empty() ? std::string() : ": " + err) + ". NCCL settings in effect: " +
+                       nccl_settings_text() + ". Rerun with NCCL_DEBUG=INFO to see the cause.");
+  HT_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+  return std::make_unique<NcclCommunicator>(timeout_s, world, rank, id);
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator_unjoined_for_test(int nranks, int rank, double timeout_s) {
+  ncclUniqueId id;
+  HT_NCCL_CHECK(ncclGetUniqueId(&id));
+  return std::make_unique<NcclCommunicator>(timeout_s, nranks, rank, id);
 }
 
 }  // namespace ht

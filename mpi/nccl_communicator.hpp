@@ -16,6 +16,13 @@ namespace ht {
 /// settings in effect and suggests rerunning with NCCL_DEBUG=INFO.
 /// Data spans passed to its operations are device pointers (float32 element counts).
 std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s);
+
+/// Test hook (tests/gpu/test_gpu_nccl.cpp): a communicator of `nranks` ranks in which this process is
+/// `rank`, made from a fresh unique id that no other process knows, without MPI. With nranks > 1 the
+/// peers never arrive, so initialisation must end after `timeout_s` with the timeout RuntimeError
+/// (ncclCommAbort, rank, operation, NCCL_* settings, NCCL_DEBUG=INFO hint): the single-GPU check of
+/// the time limit. With nranks == 1 it is an ordinary one-rank communicator.
+std::unique_ptr<Communicator> make_nccl_communicator_unjoined_for_test(int nranks, int rank, double timeout_s);
 #endif
 
 }  // namespace ht

@@ -37,11 +37,15 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include "cuda/binding.hpp"
 #include "cuda/check.hpp"
+#include "cuda/cuda_context.hpp"
 #include "cuda/gpu_env.hpp"
+#include "mpi/communicator.hpp"
+#include "mpi/nccl_communicator.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
 #include "src/core/error.hpp"
@@ -57,12 +61,13 @@ struct Options {
   bool allow_shared_gpu = false;
   double allreduce_mb = 4;
   double min_free_gb = 2;
+  double timeout_s = 60;  ///< time limit of NCCL initialisation and of each allreduce
   std::string json_path;
 };
 
 void print_help() {
   std::cout << "usage: hpctrain doctor [--run-dir DIR] [--device cuda|cpu] [--allow-shared-gpu]\n"
-               "                      [--allreduce-mb MB] [--min-free-gb GB] [--json FILE]\n"
+               "                      [--allreduce-mb MB] [--min-free-gb GB] [--timeout-s S] [--json FILE]\n"
                "Run under the same launcher as training (mpirun -np 8 hpctrain doctor). Each rank reports\n"
                "its host, local rank and the GPU it would bind; rank 0 prints one table and every problem\n"
                "found with its likely fix. Exit code 0: no problem; 1: at least one problem.\n"
@@ -71,6 +76,7 @@ void print_help() {
                "  --allow-shared-gpu  several ranks on one GPU is intended (as --dist.allow_shared_gpu)\n"
                "  --allreduce-mb MB   size of the test allreduce (default 4)\n"
                "  --min-free-gb GB    less free space than this in the run directory is a problem (default 2)\n"
+               "  --timeout-s S       time limit of NCCL initialisation and of each test allreduce (default 60)\n"
                "  --json FILE         also write the full report as JSON (rank 0)\n";
 }
 
@@ -100,6 +106,7 @@ Options parse_options(const Args& args) {
     } else if (a == "--allow-shared-gpu") o.allow_shared_gpu = true;
     else if (a == "--allreduce-mb") o.allreduce_mb = number(value());
     else if (a == "--min-free-gb") o.min_free_gb = number(value());
+    else if (a == "--timeout-s") o.timeout_s = number(value());
     else if (a == "--json") o.json_path = value();
     else throw UsageError("hpctrain doctor: unknown option '" + a + "' (see hpctrain doctor --help)");
   }
@@ -563,48 +570,57 @@ AllreduceResult mpi_allreduce_check(const Options& o, const DistContext& d) {
 }
 
 #if defined(HT_HAVE_CUDA)
-/// NCCL allreduce on each rank's bound GPU. Local setup failures are agreed on first, so no rank enters
-/// NCCL initialisation alone.
+/// NCCL allreduce on each rank's bound GPU, through the same time-limited communicator as training
+/// (mpi/nccl_communicator.cu): initialisation and every collective end after `o.timeout_s`, so a
+/// stalled rank or a misconfigured network gives an error naming the rank and the NCCL_* settings
+/// instead of hanging the doctor. Local setup failures are agreed on first, so no rank enters NCCL
+/// initialisation alone. Collective: every rank calls it.
 AllreduceResult nccl_allreduce_check(const Options& o, const DistContext& d, int device) {
   AllreduceResult res;
   res.backend = "NCCL";
   res.count = std::max<size_t>(1, static_cast<size_t>(o.allreduce_mb * (1 << 20) / sizeof(float)));
-  float* dbuf = nullptr;
-  cudaStream_t stream = nullptr;
   std::string err;
-  if (cudaSetDevice(device) != cudaSuccess || cudaStreamCreate(&stream) != cudaSuccess ||
-      cudaMalloc(&dbuf, res.count * sizeof(float)) != cudaSuccess)
-    err = std::string("CUDA setup on device ") + std::to_string(device) + ": " + cudaGetErrorString(cudaGetLastError());
+  try {
+    cuda::init(device);
+  } catch (const std::exception& e) {
+    err = std::string("CUDA setup on device ") + std::to_string(device) + ": " + e.what();
+  }
   if (dist_any(!err.empty())) {
     res.error = err.empty() ? "another rank failed to set up its GPU" : err;
-    if (dbuf) cudaFree(dbuf);
-    if (stream) cudaStreamDestroy(stream);
     return res;
   }
-  ncclUniqueId id;
-  if (d.rank == 0) HT_NCCL_CHECK(ncclGetUniqueId(&id));
-  HT_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, d.world));
-  ncclComm_t comm;
-  HT_NCCL_CHECK(ncclCommInitRank(&comm, d.world_size, id, d.rank));
-  std::vector<float> host(res.count, static_cast<float>(d.rank + 1));
-  const int iters = 5;
+  bool ok = false;
   double elapsed = 0;
-  for (int it = 0; it <= iters; ++it) {
-    HT_CUDA_CHECK(cudaMemcpy(dbuf, host.data(), res.count * sizeof(float), cudaMemcpyHostToDevice));
-    HT_MPI_CHECK(MPI_Barrier(d.world));
-    auto t0 = std::chrono::steady_clock::now();
-    HT_NCCL_CHECK(ncclAllReduce(dbuf, dbuf, res.count, ncclFloat, ncclSum, comm, stream));
-    HT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    auto t1 = std::chrono::steady_clock::now();
-    if (it > 0) elapsed += std::chrono::duration<double>(t1 - t0).count();
+  const int iters = 5;
+  try {
+    std::unique_ptr<Communicator> comm = make_nccl_communicator(o.timeout_s);
+    float* dbuf = nullptr;
+    HT_CUDA_CHECK(cudaMalloc(&dbuf, res.count * sizeof(float)));
+    std::unique_ptr<float, void (*)(float*)> guard(dbuf, [](float* p) { cudaFree(p); });
+    std::vector<float> host(res.count, static_cast<float>(d.rank + 1));
+    std::span<float> data(dbuf, res.count);
+    for (int it = 0; it <= iters; ++it) {
+      HT_CUDA_CHECK(cudaMemcpy(dbuf, host.data(), res.count * sizeof(float), cudaMemcpyHostToDevice));
+      HT_MPI_CHECK(MPI_Barrier(d.world));
+      auto t0 = std::chrono::steady_clock::now();
+      comm->allreduce_sum(data);  // blocking: returns after the sum is in dbuf (or throws on the limit)
+      auto t1 = std::chrono::steady_clock::now();
+      if (it > 0) elapsed += std::chrono::duration<double>(t1 - t0).count();
+    }
+    cuda::synchronize();
+    std::vector<float> back(res.count);
+    HT_CUDA_CHECK(cudaMemcpy(back.data(), dbuf, res.count * sizeof(float), cudaMemcpyDeviceToHost));
+    const float want = static_cast<float>(d.world_size) * (d.world_size + 1) / 2.f;
+    ok = std::all_of(back.begin(), back.end(), [&](float v) { return v == want; });
+  } catch (const std::exception& e) {
+    err = e.what();
   }
-  std::vector<float> back(res.count);
-  HT_CUDA_CHECK(cudaMemcpy(back.data(), dbuf, res.count * sizeof(float), cudaMemcpyDeviceToHost));
-  const float want = static_cast<float>(d.world_size) * (d.world_size + 1) / 2.f;
-  bool ok = std::all_of(back.begin(), back.end(), [&](float v) { return v == want; });
-  ncclCommDestroy(comm);
-  cudaFree(dbuf);
-  cudaStreamDestroy(stream);
+  // Every rank gets here: a failed or timed-out rank has aborted its communicator, so its peers'
+  // collectives fail or time out too, each within o.timeout_s.
+  if (dist_any(!err.empty())) {
+    res.error = err.empty() ? "NCCL failed on another rank" : err;
+    return res;
+  }
   double avg = dist_max(static_cast<long long>(elapsed / iters * 1e9)) / 1e9;
   res.correct = !dist_any(!ok);
   res.ms = avg * 1e3;

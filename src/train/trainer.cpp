@@ -299,6 +299,11 @@ bool Trainer::train_step(const Tensor& images, const Tensor& labels, nlohmann::j
     if (last && bucketer_) ps.on_grad_ready = [this](int i) { bucketer_->mark_ready(i); };
     model_->backward(dlogits_, po);
     ps.on_grad_ready = nullptr;
+    // GPU work is asynchronous: without gradient buckets nothing overlaps the end of backward (the
+    // next forward or the non-finite check waits for it anyway), so waiting here costs nothing and
+    // makes backward_ms the real backward time rather than its launch time. With buckets the
+    // remaining backward compute shows in allreduce_ms (finish() waits for it).
+    if (device_ == Device::cuda && !bucketer_) cuda::synchronize();
     bwd_ms += ms_since(t0);
   }
   std::optional<TraceSpan> wait_span(std::in_place, trace_, "allreduce_wait", "comm");
@@ -326,6 +331,7 @@ bool Trainer::train_step(const Tensor& images, const Tensor& labels, nlohmann::j
   t0 = Clock::now();
   const float lr = learning_rate(cfg_.optim, prog_.step, total_steps_, steps_per_epoch_);
   opt_->step(lr);
+  if (device_ == Device::cuda) cuda::synchronize();  // optimizer_ms is the update's time, not its launch
   rec["optimizer_ms"] = ms_since(t0);
   summary_.last_loss = global_loss;
   return true;

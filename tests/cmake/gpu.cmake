@@ -9,4 +9,13 @@ if(HT_HAVE_CUDA)
     set_tests_properties(gpu_${area} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300
                          ENVIRONMENT "${HT_MPI_TEST_ENV}")
   endforeach()
+  # NCCL init time limit (a peer that never arrives): about 3 s when it works; a hang in ncclCommAbort
+  # costs at most this TIMEOUT of the device check's budget.
+  add_test(NAME gpu_nccl_timeout COMMAND $<TARGET_FILE:ht_gpu_tests> "[gpu_nccl_timeout]")
+  set_tests_properties(gpu_nccl_timeout PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 30
+                       ENVIRONMENT "${HT_MPI_TEST_ENV}")
 endif()
+
+# Two ranks on the single GPU of the verification machine (refused, then shared through MPI). The
+# other gpu_train.py checks are registered in lead.cmake.
+ht_add_script_test(gpu_train_shared_gpu gpu/gpu_train.py ARGS shared_gpu LABELS gpu TIMEOUT 300)

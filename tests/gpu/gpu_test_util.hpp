@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -22,6 +23,15 @@ inline Tensor randn(std::vector<int64_t> shape, uint32_t seed, float mean = 0.f,
 }
 
 inline Tensor gpu(const Tensor& t) { return t.to(Device::cuda); }
+
+/// A GPU float32 tensor filled with NaN, for outputs: an element the op fails to write stays NaN and
+/// rel_err reports it (infinite error). Tensor::empty on the GPU may hand back a block that still
+/// holds a previous result, which could hide an unwritten element.
+inline Tensor poisoned(std::vector<int64_t> shape) {
+  Tensor t = Tensor::empty(std::move(shape));
+  for (float& v : t.span<float>()) v = std::numeric_limits<float>::quiet_NaN();
+  return gpu(t);
+}
 inline Tensor host(const Tensor& t) { return t.to(Device::cpu); }
 
 /// Relative max error of a GPU tensor against a CPU reference (see above).

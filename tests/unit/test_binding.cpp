@@ -61,7 +61,7 @@ TEST_CASE("binding: two ranks on one GPU name both ranks and the GPU", "[binding
   CHECK(has(p, BindingIssue::Kind::kFewerGpusThanRanks));
   CHECK(get(p, BindingIssue::Kind::kFewerGpusThanRanks).host == "n1");
   CHECK_THROWS_WITH(bind_or_throw(p, 0, false), Catch::Contains("ranks 0 and 1") && Catch::Contains("GPU-aaa"));
-  CHECK_THROWS_AS(bind_or_throw(p, 2, false), RuntimeError);  // every rank gets the same verdict
+  CHECK_THROWS_AS(bind_or_throw(p, 2, false), UsageError);  // every rank gets the same verdict (exit 2)
   CHECK(bind_or_throw(p, 1, true) == 0);                         // allowed on purpose
 }
 
