@@ -14,7 +14,7 @@
 # without a GPU; skips the GPU steps), HT_DEVICE_SKIP_BUILD=1 (reuse the build folder),
 # HT_DEVICE_BUILD_DIR (default build-device), HT_DEVICE_DEPS_DIR (default .device_deps),
 # HT_DEVICE_BUILD_TIMEOUT / HT_DEVICE_CTEST_BUDGET / HT_DEVICE_CTEST_PER_TEST / HT_DEVICE_TOTAL
-# (time limits in s: 330 / 150 / 90 / 470).
+# (time limits in s: 330 / 200 / 90 / 470).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
@@ -24,7 +24,7 @@ mkdir -p "$RES"
 LOG="$RES/device_check.log"
 # Time limits (s): the device run has at most 8 minutes in all.
 BUILD_LIMIT=${HT_DEVICE_BUILD_TIMEOUT:-330}
-CTEST_BUDGET=${HT_DEVICE_CTEST_BUDGET:-150}
+CTEST_BUDGET=${HT_DEVICE_CTEST_BUDGET:-200}
 CTEST_PER_TEST=${HT_DEVICE_CTEST_PER_TEST:-90}
 TOTAL_LIMIT=${HT_DEVICE_TOTAL:-470}
 : > "$LOG"
