@@ -82,6 +82,15 @@ declare -A HAVE=()
 while read -r n; do [[ -n "$n" ]] && HAVE[$n]=1; done <<<"$have"
 for so in $(find "$LIBDIR" "$LIBDIR/hdf5/serial" -maxdepth 1 -name 'lib*.so.*' 2>/dev/null); do
   name=$(basename "$so")
+  # The MPI stack always comes from the tree: libmpi and its helpers must match the packed mpirun
+  # and OPAL_PREFIX even where the machine has another Open MPI (e.g. HPC-X in NGC images).
+  case $name in
+    libmpi*|libopen-pal*|libopen-rte*|liboshmem*|libmca_common*|libpmix*|libhwloc*|libevent*|libmunge*)
+      [[ -e "$SHIM/$name" ]] || ln -s "$so" "$SHIM/$name"
+      soname=$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+      [[ -n "$soname" && ! -e "$SHIM/$soname" ]] && ln -s "$so" "$SHIM/$soname"
+      continue ;;
+  esac
   [[ -n "${HAVE[$name]:-}" ]] && continue  # this very file name is there already: no readelf needed
   soname=$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
   [[ -z "$soname" ]] && soname=$name
