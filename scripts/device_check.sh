@@ -62,13 +62,23 @@ for tool in cmake ninja; do
 done
 
 # ---- 1. dependencies ----------------------------------------------------------------------------
-if [[ ! -d "$ROOT/usr" ]]; then
-  if [[ ! -f "$DEPS/deps.tar.xz" ]]; then
-    echo "device_check: $DEPS/deps.tar.xz is missing: run scripts/pack_device_deps.sh on a Debian machine first" >&2
-    exit 2
+# Unpacked once per tarball (a tree left by an earlier call for another tarball is replaced).
+if [[ -f "$DEPS/deps.tar.xz" ]]; then
+  sum=$(md5sum < "$DEPS/deps.tar.xz" | cut -c1-32)
+  if [[ "$(cat "$ROOT/.unpacked_from" 2>/dev/null)" != "$sum" ]]; then
+    rm -rf "$ROOT" && mkdir -p "$ROOT"
+    if ! tar -C "$ROOT" -xJf "$DEPS/deps.tar.xz"; then
+      echo "device_check: unpacking $DEPS/deps.tar.xz failed (disk space? $(df -h "$DEPS" | tail -1))" | tee -a "$LOG"
+      exit 2
+    fi
+    echo "$sum" > "$ROOT/.unpacked_from"
   fi
-  mkdir -p "$ROOT" && tar -C "$ROOT" -xJf "$DEPS/deps.tar.xz"
+elif [[ ! -d "$ROOT/usr" ]]; then
+  echo "device_check: $DEPS/deps.tar.xz is missing: run scripts/pack_device_deps.sh on a Debian machine first" \
+       "and carry .device_deps (git-ignored) with the tree" | tee -a "$LOG"
+  exit 2
 fi
+status deps "$(wc -l < "$ROOT/PACKAGES.txt" 2>/dev/null || echo '?') packages, $(du -sm "$ROOT" 2>/dev/null | cut -f1) MiB unpacked at $(elapsed) s"
 LIBDIR=$ROOT/usr/lib/x86_64-linux-gnu
 # Expose only the shared libraries this machine does not already have (by soname), so the Debian
 # copies never shadow the system's own (cmake, python and the driver keep theirs).
