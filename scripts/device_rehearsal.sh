@@ -65,3 +65,13 @@ mkdir -p "$CH/root/hpctrain/.device_deps" && cp .device_deps/deps.tar.xz "$CH/ro
   OUT=/root/out$V "$@" bash /root/hpctrain/scripts/device_check.sh
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$CH/root/out$V/device_check.json" \
   && echo "device_rehearsal: $CH/root/out$V/device_check.json is valid JSON"
+
+# 5. Every packed ELF file resolves its libraries in the chroot through the script's shim (this is
+#    how libmunge.so.2 and libnl-3.so.200 were found missing).
+for m in proc dev; do mountpoint -q "$CH/$m" || mount --bind "/$m" "$CH/$m"; done
+chroot "$CH" /usr/bin/env -i PATH=/usr/bin:/bin bash -c '
+  D=/root/hpctrain/.device_deps; export LD_LIBRARY_PATH=$D/shim
+  find $D/root -type f \( -name "*.so*" -o -path "*/usr/bin/*" \) | while read -r f; do
+    ldd "$f" 2>/dev/null | awk -v f="$f" "/not found/ {print \"device_rehearsal: unresolved in \" f \": \" \$1}"
+  done' | sort -u | head -40
+echo "device_rehearsal: library scan of the packed tree done (no 'unresolved' lines above = clean)"
