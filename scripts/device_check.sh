@@ -2,49 +2,109 @@
 # One prepared run on the single-GPU verification machine (NVIDIA H200, x86-64, no internet, no apt;
 # nvcc 13.0, CMake, ninja, gcc, Python 3.12 + PyTorch with cuDNN/NCCL/cuBLAS wheels). Within about 8
 # minutes it: unpacks .device_deps/deps.tar.xz (scripts/pack_device_deps.sh, run beforehand on a
-# Debian machine), points the build at it and at PyTorch's cuDNN/NCCL, builds hpctrain for sm_90,
-# runs `ctest -L gpu`, trains resnet18_cifar on synthetic data for 300 steps on 1 GPU, writes
-# device_check.json (to $OUT when set, and to results/h200/) and prints a short table last.
+# Debian machine; the file is git-ignored, so the device tool must carry `.device_deps`), points the
+# build at it and at cuDNN/NCCL (toolkit or PyTorch's wheels), builds hpctrain for sm_90, checks the
+# binary's libraries and a 2-rank mpirun, runs the `ctest -L gpu` tests one by one under time limits,
+# runs `hpctrain doctor`, trains resnet18_cifar on synthetic data for 300 steps on 1 GPU, writes
+# device_check.json and logs to $OUT (default results/h200) and prints a short table last.
+# Rehearsed end to end in a Debian trixie chroot without GPU: results/h200/REHEARSAL.md.
 #
 # Environment: OUT (result folder, default results/h200), HT_DEVICE_STEPS (default 300),
 # HT_DEVICE_CPU_ONLY=1 (configure and build without CUDA: tests this script's setup on a machine
-# without a GPU; skips the GPU steps), HT_DEVICE_SKIP_BUILD=1 (reuse build-device).
+# without a GPU; skips the GPU steps), HT_DEVICE_SKIP_BUILD=1 (reuse the build folder),
+# HT_DEVICE_BUILD_DIR (default build-device), HT_DEVICE_DEPS_DIR (default .device_deps),
+# HT_DEVICE_BUILD_TIMEOUT / HT_DEVICE_CTEST_BUDGET / HT_DEVICE_CTEST_PER_TEST / HT_DEVICE_TOTAL
+# (time limits in s: 330 / 200 / 90 / 470).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
 SRC=$PWD
 RES=${OUT:-$SRC/results/h200}
-mkdir -p "$RES" "$SRC/results/h200"
+mkdir -p "$RES"
 LOG="$RES/device_check.log"
+# Time limits (s): the device run has at most 8 minutes in all.
+BUILD_LIMIT=${HT_DEVICE_BUILD_TIMEOUT:-330}
+CTEST_BUDGET=${HT_DEVICE_CTEST_BUDGET:-200}
+CTEST_PER_TEST=${HT_DEVICE_CTEST_PER_TEST:-90}
+TOTAL_LIMIT=${HT_DEVICE_TOTAL:-470}
 : > "$LOG"
 STEPS=${HT_DEVICE_STEPS:-300}
 CPU_ONLY=${HT_DEVICE_CPU_ONLY:-0}
-BUILD=$SRC/build-device
-DEPS=$SRC/.device_deps
+BUILD=${HT_DEVICE_BUILD_DIR:-$SRC/build-device}
+DEPS=${HT_DEVICE_DEPS_DIR:-$SRC/.device_deps}
 ROOT=$DEPS/root
 declare -A R  # results: key -> value (JSON-ready strings)
 status() { R[$1]=$2; echo "device_check: $1 = $2" | tee -a "$LOG"; }
 elapsed() { echo $(( $(date +%s) - T0 )); }
+# Cores for the build: GNU nproc obeys OMP_NUM_THREADS (often 1 in PyTorch images), so drop it.
+CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+# Everything below is also appended to $LOG; the stdout tail alone (12,000 characters) should be
+# enough to see what failed, so each phase prints its own short verdict.
+{
+  echo "device_check: start $(date -u +%FT%TZ) on $(uname -srm), $CORES cores (OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}), user $(id -un), in $SRC"
+  echo "device_check: tools: cmake=$(command -v cmake) $(cmake --version 2>/dev/null | head -1 | awk '{print $3}')," \
+       "ninja=$(command -v ninja) $(ninja --version 2>/dev/null), c++=$(c++ -dumpfullversion 2>/dev/null)," \
+       "python3=$(command -v python3) $(python3 -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)," \
+       "nvcc=$(/usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')," \
+       "glibc=$(ldd --version 2>/dev/null | head -1 | awk '{print $NF}')"
+  echo "device_check: driver: $(head -1 /proc/driver/nvidia/version 2>/dev/null || echo 'no /proc/driver/nvidia/version');" \
+       "nvidia-smi: $(if command -v nvidia-smi >/dev/null; then nvidia-smi -L 2>&1 | head -4 | tr '\n' ' '; else echo absent; fi)"
+} 2>&1 | tee -a "$LOG"
+if commit=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null); then
+  git -C "$SRC" diff --quiet HEAD 2>/dev/null || commit+=" (modified)"
+else
+  commit="unknown (no git repository or no git here; HT_DEVICE_NOTE can name it)"
+fi
+status commit "$commit"
+[[ -n "${HT_DEVICE_NOTE:-}" ]] && status note "$HT_DEVICE_NOTE"
+for tool in cmake ninja; do
+  command -v "$tool" >/dev/null || echo "device_check: $tool is not on PATH: the build will fail" | tee -a "$LOG"
+done
 
 # ---- 1. dependencies ----------------------------------------------------------------------------
-if [[ ! -d "$ROOT/usr" ]]; then
-  if [[ ! -f "$DEPS/deps.tar.xz" ]]; then
-    echo "device_check: $DEPS/deps.tar.xz is missing: run scripts/pack_device_deps.sh on a Debian machine first" >&2
-    exit 2
+# Unpacked once per tarball (a tree left by an earlier call for another tarball is replaced).
+if [[ -f "$DEPS/deps.tar.xz" ]]; then
+  sum=$(md5sum < "$DEPS/deps.tar.xz" | cut -c1-32)
+  if [[ "$(cat "$ROOT/.unpacked_from" 2>/dev/null)" != "$sum" ]]; then
+    rm -rf "$ROOT" && mkdir -p "$ROOT"
+    if ! tar -C "$ROOT" -xJf "$DEPS/deps.tar.xz"; then
+      echo "device_check: unpacking $DEPS/deps.tar.xz failed (disk space? $(df -h "$DEPS" | tail -1))" | tee -a "$LOG"
+      exit 2
+    fi
+    echo "$sum" > "$ROOT/.unpacked_from"
   fi
-  mkdir -p "$ROOT" && tar -C "$ROOT" -xJf "$DEPS/deps.tar.xz"
+elif [[ ! -d "$ROOT/usr" ]]; then
+  echo "device_check: $DEPS/deps.tar.xz is missing: run scripts/pack_device_deps.sh on a Debian machine first" \
+       "and carry .device_deps (git-ignored) with the tree" | tee -a "$LOG"
+  exit 2
 fi
+status deps "$(wc -l < "$ROOT/PACKAGES.txt" 2>/dev/null || echo '?') packages, $(du -sm "$ROOT" 2>/dev/null | cut -f1) MiB unpacked at $(elapsed) s"
 LIBDIR=$ROOT/usr/lib/x86_64-linux-gnu
 # Expose only the shared libraries this machine does not already have (by soname), so the Debian
 # copies never shadow the system's own (cmake, python and the driver keep theirs).
 SHIM=$DEPS/shim
 rm -rf "$SHIM" && mkdir -p "$SHIM"
-have=$(ldconfig -p 2>/dev/null | awk '{print $1}' | sort -u)
+# ldconfig -p lists the cache; the standard directories are added in case the cache is stale or
+# ldconfig is missing (then every Debian library would shadow the system's).
+have=$( { ldconfig -p 2>/dev/null | awk 'NR>1 {print $1}'
+          ls /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 /usr/lib 2>/dev/null | grep '\.so'; } | sort -u)
+declare -A HAVE=()
+while read -r n; do [[ -n "$n" ]] && HAVE[$n]=1; done <<<"$have"
 for so in $(find "$LIBDIR" "$LIBDIR/hdf5/serial" -maxdepth 1 -name 'lib*.so.*' 2>/dev/null); do
   name=$(basename "$so")
+  # The MPI stack always comes from the tree: libmpi and its helpers must match the packed mpirun
+  # and OPAL_PREFIX even where the machine has another Open MPI (e.g. HPC-X in NGC images).
+  case $name in
+    libmpi*|libopen-pal*|libopen-rte*|liboshmem*|libmca_common*|libpmix*|libhwloc*|libevent*|libmunge*)
+      [[ -e "$SHIM/$name" ]] || ln -s "$so" "$SHIM/$name"
+      soname=$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+      [[ -n "$soname" && ! -e "$SHIM/$soname" ]] && ln -s "$so" "$SHIM/$soname"
+      continue ;;
+  esac
+  [[ -n "${HAVE[$name]:-}" ]] && continue  # this very file name is there already: no readelf needed
   soname=$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
   [[ -z "$soname" ]] && soname=$name
-  if ! grep -qx "$soname" <<<"$have" && [[ ! -e "$SHIM/$soname" ]]; then ln -s "$so" "$SHIM/$soname"; fi
+  if [[ -z "${HAVE[$soname]:-}" && ! -e "$SHIM/$soname" ]]; then ln -s "$so" "$SHIM/$soname"; fi
 done
 # Development links (libfoo.so) for the linker.
 for so in $(find "$LIBDIR" -maxdepth 1 -name 'lib*.so' 2>/dev/null); do
@@ -57,46 +117,82 @@ export PATH=$ROOT/usr/bin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
+# Without ssh/rsh on the machine, Open MPI refuses to start even the local daemon that a singleton
+# (hpctrain run without mpirun) or mpirun needs: "plm_rsh_agent: ssh : rsh ... could not be found".
+# The agent is never used on one node; `false` only has to exist.
+export OMPI_MCA_plm_rsh_agent=false
+# PMIx does not follow OPAL_PREFIX: point it at its relocated components (else a "pcompress
+# unavailable" help message on every start).
+export PMIX_MCA_mca_base_component_path=$LIBDIR/pmix2/lib/pmix
 LDP=$SHIM
 
-# cuDNN and NCCL from PyTorch's wheels (site-packages/nvidia/*), cuBLAS from the toolkit (or wheel).
+# cuDNN, NCCL and cuBLAS: the toolkit's when it has them (they match nvcc), else PyTorch's pip wheels
+# (site-packages/nvidia/{cudnn,nccl}/{include,lib}, nvidia/cu13/{include,lib} or nvidia/cublas/...;
+# wheels ship only versioned libraries such as libcudnn.so.9, so CMake gets full paths).
 CMAKE_CUDA_ARGS=()
 if [[ "$CPU_ONLY" != 1 ]]; then
-  PY=$(command -v python3)
-  NVROOTS=$("$PY" - <<'PYEOF' 2>/dev/null
-import os
-roots = set()
+  CUDA_HOME=/usr/local/cuda
+  NVROOTS=$(python3 - <<'PYEOF' 2>/dev/null
+import importlib.util, os
+roots = []
 try:
     import nvidia
-    roots.update(os.path.abspath(p) for p in nvidia.__path__)
+    roots += [os.path.realpath(p) for p in nvidia.__path__]
 except Exception:
     pass
-try:
-    import torch
-    roots.add(os.path.join(os.path.dirname(torch.__file__), "lib"))
-except Exception:
-    pass
-print(" ".join(sorted(roots)))
+spec = importlib.util.find_spec("torch")  # located, not imported: importing torch is slow
+if spec and spec.origin:
+    roots.append(os.path.join(os.path.dirname(spec.origin), "lib"))
+print(" ".join(dict.fromkeys(r for r in roots if os.path.isdir(r))))
 PYEOF
 )
   status nvidia_wheel_roots "${NVROOTS:-none}"
-  findone() { find $NVROOTS /usr/local/cuda /usr/lib/x86_64-linux-gnu -name "$1" 2>/dev/null | sort | head -1; }
-  CUDNN_H=$(findone cudnn.h); NCCL_H=$(findone nccl.h)
-  CUDNN_SO=$(findone 'libcudnn.so.[0-9]*'); [[ -z "$CUDNN_SO" ]] && CUDNN_SO=$(findone 'libcudnn.so')
-  NCCL_SO=$(findone 'libnccl.so.[0-9]*'); [[ -z "$NCCL_SO" ]] && NCCL_SO=$(findone 'libnccl.so')
-  status cudnn "$CUDNN_SO"
-  status nccl "$NCCL_SO"
-  if [[ -z "$CUDNN_H" || -z "$CUDNN_SO" || -z "$NCCL_H" || -z "$NCCL_SO" ]]; then
-    echo "device_check: cuDNN or NCCL not found (headers: '$CUDNN_H' '$NCCL_H')" >&2
+  for r in $NVROOTS; do find "$(dirname "$r")/" -maxdepth 1 \( -name 'nvidia_*.dist-info' -o -name 'torch-*.dist-info' \); done \
+    | xargs -rn1 basename | sort -u | tr '\n' ' ' | sed 's/^/device_check: wheels: /; s/$/\n/' | tee -a "$LOG"
+  # Trailing slashes: find does not descend into a start point that is a symbolic link
+  # (/usr/local/cuda -> cuda-13.0).
+  SEARCH=("$CUDA_HOME/")
+  for r in $NVROOTS; do SEARCH+=("$r/"); done
+  SEARCH+=(/usr/lib/x86_64-linux-gnu/ /usr/include/)
+  # findlib GLOB: first match, by search root order; findhdr NAME LIB: the header next to LIB's
+  # package (LIB/../include), else the first match.
+  findlib() { local r f; for r in "${SEARCH[@]}"; do
+      f=$(find "$r" -path '*/stubs' -prune -o \( -type f -o -type l \) -name "$1" -print 2>/dev/null | sort | head -1)
+      [[ -n "$f" ]] && { echo "$f"; return; }; done; }
+  findhdr() { local r f; if [[ -n "$2" && -f "$(dirname "$2")/../include/$1" ]]; then
+      realpath -m "$(dirname "$2")/../include"; return; fi
+    for r in "${SEARCH[@]}"; do f=$(find "$r" -name "$1" 2>/dev/null | sort | head -1)
+      [[ -n "$f" ]] && { dirname "$f"; return; }; done; }
+  CUDNN_SO=$(findlib 'libcudnn.so.[0-9]*'); [[ -z "$CUDNN_SO" ]] && CUDNN_SO=$(findlib libcudnn.so)
+  NCCL_SO=$(findlib 'libnccl.so.[0-9]*'); [[ -z "$NCCL_SO" ]] && NCCL_SO=$(findlib libnccl.so)
+  CUDNN_INC=$(findhdr cudnn.h "$CUDNN_SO"); NCCL_INC=$(findhdr nccl.h "$NCCL_SO")
+  status cudnn "$CUDNN_SO ($CUDNN_INC)"
+  status nccl "$NCCL_SO ($NCCL_INC)"
+  if [[ -z "$CUDNN_INC" || -z "$CUDNN_SO" || -z "$NCCL_INC" || -z "$NCCL_SO" ]]; then
+    echo "device_check: cuDNN or NCCL not found in ${SEARCH[*]}: the configure step will fail" | tee -a "$LOG"
   fi
+  CMAKE_CUDA_ARGS=(-DHT_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc")
+  [[ -n "$CUDNN_SO" ]] && CMAKE_CUDA_ARGS+=(-DCUDNN_LIBRARY="$CUDNN_SO")
+  [[ -n "$CUDNN_INC" ]] && CMAKE_CUDA_ARGS+=(-DCUDNN_INCLUDE_DIR="$CUDNN_INC")
+  [[ -n "$NCCL_SO" ]] && CMAKE_CUDA_ARGS+=(-DNCCL_LIBRARY="$NCCL_SO")
+  [[ -n "$NCCL_INC" ]] && CMAKE_CUDA_ARGS+=(-DNCCL_INCLUDE_DIR="$NCCL_INC")
   for lib in "$CUDNN_SO" "$NCCL_SO"; do [[ -n "$lib" ]] && LDP="$LDP:$(dirname "$lib")"; done
-  # cuBLAS: the toolkit's, else the wheel's.
-  if ! ls /usr/local/cuda/lib64/libcublas.so* >/dev/null 2>&1; then
-    CUBLAS_SO=$(findone 'libcublas.so.[0-9]*'); [[ -n "$CUBLAS_SO" ]] && LDP="$LDP:$(dirname "$CUBLAS_SO")"
+  # cuBLAS: FindCUDAToolkit looks for the unversioned libcublas.so in the toolkit; when that is
+  # missing, hand it the versioned libraries (toolkit or wheel) and the wheel's headers, which go
+  # last on the include path (CMAKE_<LANG>_STANDARD_INCLUDE_DIRECTORIES) so they never shadow nvcc's.
+  if [[ -e "$CUDA_HOME/lib64/libcublas.so" ]]; then
+    status cublas "$CUDA_HOME/lib64/libcublas.so"
+  else
+    CUBLAS_SO=$(findlib 'libcublas.so.[0-9]*'); CUBLASLT_SO=$(findlib 'libcublasLt.so.[0-9]*')
+    CUBLAS_INC=$(findhdr cublas_v2.h "$CUBLAS_SO")
+    status cublas "$CUBLAS_SO ($CUBLAS_INC)"
+    [[ -n "$CUBLAS_SO" ]] && { CMAKE_CUDA_ARGS+=(-DCUDA_cublas_LIBRARY="$CUBLAS_SO"); LDP="$LDP:$(dirname "$CUBLAS_SO")"; }
+    [[ -n "$CUBLASLT_SO" ]] && CMAKE_CUDA_ARGS+=(-DCUDA_cublasLt_LIBRARY="$CUBLASLT_SO")
+    if [[ -n "$CUBLAS_INC" && ! -f "$CUDA_HOME/include/cublas_v2.h" ]]; then
+      CMAKE_CUDA_ARGS+=(-DCMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES="$CUBLAS_INC"
+                        -DCMAKE_CUDA_STANDARD_INCLUDE_DIRECTORIES="$CUBLAS_INC")
+    fi
   fi
-  CMAKE_CUDA_ARGS=(-DHT_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
-    -DCUDNN_INCLUDE_DIR="$(dirname "$CUDNN_H")" -DCUDNN_LIBRARY="$CUDNN_SO"
-    -DNCCL_INCLUDE_DIR="$(dirname "$NCCL_H")" -DNCCL_LIBRARY="$NCCL_SO")
 else
   CMAKE_CUDA_ARGS=(-DHT_ENABLE_CUDA=OFF)
 fi
@@ -104,6 +200,9 @@ export LD_LIBRARY_PATH=$LDP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 RPATH_LINK=$(tr ':' '\n' <<<"$LDP" | sed 's/^/-Wl,-rpath-link,/' | tr '\n' ' ')
 
 # ---- 2. configure and build ---------------------------------------------------------------------
+# The script tests (gpu_train_*) run under /usr/bin/python3 (stdlib only); else PATH's python3.
+HT_PY=/usr/bin/python3
+[[ -x "$HT_PY" ]] || HT_PY=$(command -v python3)
 if [[ "${HT_DEVICE_SKIP_BUILD:-0}" != 1 ]]; then
   cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$ROOT/usr;$LIBDIR/cmake" \
@@ -114,36 +213,76 @@ if [[ "${HT_DEVICE_SKIP_BUILD:-0}" != 1 ]]; then
     -DBoost_DIR="$LIBDIR/cmake/Boost-1.74.0" -Ddnnl_DIR="$LIBDIR/cmake/dnnl" \
     -DOpenCL_INCLUDE_DIR="$ROOT/usr/include" -DOpenCL_LIBRARY="$LIBDIR/libOpenCL.so.1" \
     -DCatch2_DIR="$ROOT/usr/lib/cmake/Catch2" -Dnlohmann_json_DIR="$ROOT/usr/share/cmake/nlohmann_json" \
-    -DZLIB_INCLUDE_DIR="$ROOT/usr/include" \
+    -DZLIB_INCLUDE_DIR="$ROOT/usr/include" -DHT_PYTHON="$HT_PY" \
     -DCMAKE_EXE_LINKER_FLAGS="$RPATH_LINK" "${CMAKE_CUDA_ARGS[@]}" >>"$LOG" 2>&1
   rc=$?
   status configure_rc $rc
   if (( rc != 0 )); then tail -40 "$LOG"; fi
   targets=(hpctrain)
   [[ "$CPU_ONLY" != 1 ]] && targets+=(ht_gpu_tests)
-  timeout 330 cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" >>"$LOG" 2>&1
+  timeout "$BUILD_LIMIT" cmake --build "$BUILD" -j "$CORES" --target "${targets[@]}" >>"$LOG" 2>&1
   rc=$?
   status build_rc $rc
   status build_done_at_s "$(elapsed)"
+  if (( rc == 124 || rc == 137 )); then echo "device_check: build stopped by its $BUILD_LIMIT s limit"; tail -5 "$LOG"; fi
   if (( rc != 0 )); then grep -E "error|FAILED" "$LOG" | head -30; fi
 fi
 
+# ---- 2b. the binary: unresolved libraries, and a 2-rank start through the relocated mpirun --------
+if [[ -x "$BUILD/hpctrain" ]]; then
+  ldd "$BUILD/hpctrain" >> "$LOG" 2>&1
+  missing=$(ldd "$BUILD/hpctrain" 2>&1 | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+  status missing_libraries "${missing:-none}"
+  timeout 90 "$ROOT/usr/bin/mpirun.openmpi" --oversubscribe -np 2 "$BUILD/hpctrain" doctor --device cpu \
+    > "$RES/mpi_np2_doctor.txt" 2>&1
+  rc=$?
+  status mpi_np2_rc $rc
+  (( rc != 0 )) && tail -25 "$RES/mpi_np2_doctor.txt"
+fi
+
 # ---- 3. GPU tests ------------------------------------------------------------------------------
+# One ctest call per test, each under its own time limit, so a hang costs one test (and says
+# which) instead of the whole phase; timeout kills the test's process group.
 if [[ "$CPU_ONLY" != 1 && -x "$BUILD/tests/ht_gpu_tests" ]]; then
-  (cd "$BUILD" && timeout 150 ctest -L gpu --output-on-failure) > "$RES/ctest_gpu.log" 2>&1
-  status ctest_gpu_rc $?
-  status ctest_gpu_summary "$(grep -E 'tests passed|tests failed' "$RES/ctest_gpu.log" | tail -1)"
-  tail -30 "$RES/ctest_gpu.log"
+  t_phase=$(date +%s)
+  mapfile -t GTESTS < <(cd "$BUILD" && ctest -L gpu -N 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: *//p')
+  : > "$RES/ctest_gpu.log"
+  passed=0; failed=0; skipped=0; results=""
+  for t in "${GTESTS[@]}"; do
+    left=$(( CTEST_BUDGET - ($(date +%s) - t_phase) ))
+    lim=$(( left < CTEST_PER_TEST ? left : CTEST_PER_TEST ))
+    if (( lim < 15 )); then results+="$t=not_run "; continue; fi
+    t1=$(date +%s)
+    (cd "$BUILD" && timeout -k 5 "$lim" ctest -R "^${t}\$" --output-on-failure) >> "$RES/ctest_gpu.log" 2>&1
+    rc=$?
+    if (( rc == 124 || rc == 137 )); then verdict=timeout; failed=$((failed + 1))
+    elif grep -q "^ *[0-9]*/[0-9]* Test *#[0-9]*: ${t} .*Skipped" "$RES/ctest_gpu.log"; then verdict=skipped; skipped=$((skipped + 1))
+    elif (( rc == 0 )); then verdict=passed; passed=$((passed + 1))
+    else verdict=failed; failed=$((failed + 1)); fi
+    results+="$t=$verdict($(( $(date +%s) - t1 ))s) "
+    echo "device_check: ctest $t: $verdict in $(( $(date +%s) - t1 )) s (limit $lim s)" | tee -a "$LOG"
+  done
+  # A skip means "no usable GPU": on this machine, with a GPU device node, that is a failure.
+  gpu_present=0
+  { ls /dev/nvidia[0-9]* >/dev/null 2>&1 || nvidia-smi -L >/dev/null 2>&1; } && gpu_present=1
+  note=""
+  (( gpu_present && skipped > 0 )) && note=" (skipped although a GPU is present: see ctest_gpu.log)"
+  status ctest_gpu_rc $(( failed > 0 || ${#GTESTS[@]} == 0 || (gpu_present && skipped > 0) ))
+  status ctest_gpu_summary "${#GTESTS[@]} gpu tests: $passed passed, $failed failed, $skipped skipped in $(( $(date +%s) - t_phase )) s$note"
+  status ctest_gpu_tests "${results% }"
+  if (( failed > 0 || ${#GTESTS[@]} == 0 )) || [[ -n "$note" ]]; then tail -60 "$RES/ctest_gpu.log"; fi
 fi
 
 # ---- 4. training: ResNet-18 (CIFAR variant) on synthetic data, 1 GPU ---------------------------
 if [[ -x "$BUILD/hpctrain" ]]; then
-  "$BUILD/hpctrain" doctor > "$RES/doctor.txt" 2>&1
+  timeout 120 "$BUILD/hpctrain" doctor > "$RES/doctor.txt" 2>&1
   status doctor_rc $?
+  grep -E "^(rank|[0-9]+ )|CUDA driver|cuDNN|NCCL" "$RES/doctor.txt" | head -8
+  sed -n '/^Problems/,$p' "$RES/doctor.txt" | head -12
 fi
 if [[ "$CPU_ONLY" != 1 && -x "$BUILD/hpctrain" ]]; then
   RUN=$(mktemp -d /tmp/ht-device-run.XXXXXX)
-  left=$(( 470 - $(elapsed) ))
+  left=$(( TOTAL_LIMIT - $(elapsed) ))
   (( left < 60 )) && left=60
   timeout "$left" "$BUILD/hpctrain" train --config configs/resnet18_cifar10.ini --data.synthetic true \
     --train.device cuda --train.max_steps "$STEPS" --train.eval false --run.dir "$RUN" > "$RES/train.log" 2>&1
@@ -170,20 +309,27 @@ fi
 
 # ---- 5. results -------------------------------------------------------------------------------
 status total_s "$(elapsed)"
-status gpu "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+status gpu "${gpu:-none seen by nvidia-smi}"
+# JSON by hand (no jq there); values are strings: backslash, quote and control characters escaped.
+jstr() { local v=$1; v=${v//\\/\\\\}; v=${v//\"/\\\"}; v=${v//$'\n'/\\n}; v=${v//$'\t'/\\t}; v=${v//$'\r'/\\r}
+         printf '"%s"' "$(tr -d '\000-\010\013\014\016-\037' <<<"$v")"; }
 {
   echo "{"
   first=1
-  for k in "${!R[@]}"; do
-    v=${R[$k]//\\/\\\\}; v=${v//\"/\\\"}
+  for k in $(printf '%s\n' "${!R[@]}" | sort); do
     (( first )) || echo ","
-    printf '  "%s": "%s"' "$k" "$v"
+    printf '  %s: %s' "$(jstr "$k")" "$(jstr "${R[$k]}")"
     first=0
   done
   echo
   echo "}"
 } > "$RES/device_check.json"
-[[ "$RES" != "$SRC/results/h200" ]] && cp "$RES/device_check.json" "$SRC/results/h200/" 2>/dev/null
+if python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$RES/device_check.json" 2>>"$LOG"; then
+  echo "device_check: $RES/device_check.json is valid JSON" >> "$LOG"
+else
+  echo "device_check: $RES/device_check.json is NOT valid JSON (see $LOG)"
+fi
 echo
 echo "==== hpctrain device check ($(date -u +%FT%TZ)) ===="
 for k in gpu configure_rc build_rc build_done_at_s ctest_gpu_rc ctest_gpu_summary doctor_rc train_rc train_summary total_s; do
