@@ -269,28 +269,131 @@ uint32_t fletcher32_reference(const unsigned char* data, size_t nbytes) {
 
 namespace {
 
-// The file being streamed to disk: HDF5 (sec2 driver) writes each finished chunk straight into the
-// page cache; after every kKickBytes we ask the kernel to start writing back (sync_file_range), so
-// the disk works while we checksum the next chunks and the final fsync only waits for the tail.
+// pwrite everything (EINTR retried); errors come back as errno text, never through HDF5.
+void pwrite_all(int fd, const char* data, size_t size, uint64_t offset) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t w = ::pwrite(fd, data + done, std::min<size_t>(size - done, size_t(1) << 26), static_cast<off_t>(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int err = w < 0 ? errno : ENOSPC;
+      throw H5Fail("write at offset " + std::to_string(offset + done) + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(w);
+  }
+}
+
+// Receives the core driver's buffer when the in-memory file closes (file image callbacks), so we get
+// the file exactly as HDF5 leaves it after close. (H5Fget_file_image on an open 1.10-format file
+// returns a superblock whose checksum does not match its cleared status flags.)
+// One reusable image buffer: after the first checkpoint its pages are already faulted in, so later
+// checkpoints do not pay ~25k page faults per 100 MB. Taken by one build at a time.
+struct ImageBuffer {
+  void* ptr = nullptr;
+  size_t cap = 0;
+};
+std::mutex g_image_cache_mu;
+ImageBuffer g_image_cache;
+
+// Keeps the larger of `b` and the cached buffer in the cache, frees the other.
+void return_to_cache(ImageBuffer& b) {
+  if (!b.ptr) return;
+  std::lock_guard<std::mutex> lk(g_image_cache_mu);
+  if (g_image_cache.cap < b.cap && b.cap <= (size_t(4) << 30)) std::swap(g_image_cache, b);
+  std::free(b.ptr);
+  b = {};
+}
+
+struct ImageCapture {
+  ImageBuffer buf;        // our buffer (from the cache or grown here)
+  bool in_use = false;    // handed to the core driver
+  void* closed = nullptr; // the buffer the driver released at file close (the finished image)
+  ImageCapture() {
+    std::lock_guard<std::mutex> lk(g_image_cache_mu);
+    std::swap(buf, g_image_cache);
+  }
+  ImageCapture(const ImageCapture&) = delete;
+  ImageCapture& operator=(const ImageCapture&) = delete;
+  ~ImageCapture() {
+    if (!in_use) return_to_cache(buf);  // still in use: HDF5 failed to close; leave it to HDF5
+  }
+};
+void* img_malloc(size_t size, H5FD_file_image_op_t, void*) { return std::malloc(size); }
+void* img_memcpy(void* dst, const void* src, size_t size, H5FD_file_image_op_t, void*) {
+  return std::memcpy(dst, src, size);
+}
+void* img_realloc(void* ptr, size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* c = static_cast<ImageCapture*>(udata);
+  if ((ptr == nullptr && !c->in_use) || (ptr != nullptr && ptr == c->buf.ptr)) {
+    if (size > c->buf.cap) {
+      void* n = std::realloc(c->buf.ptr, size);
+      if (!n) return nullptr;
+      c->buf.ptr = n;
+      c->buf.cap = size;
+    }
+    c->in_use = true;
+    return c->buf.ptr;
+  }
+  return std::realloc(ptr, size);
+}
+herr_t img_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
+  auto* c = static_cast<ImageCapture*>(udata);
+  if (ptr != nullptr && ptr == c->buf.ptr) {
+    c->in_use = false;
+    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE) c->closed = ptr;
+  } else {
+    std::free(ptr);
+  }
+  return 0;
+}
+void* img_udata_copy(void* udata) { return udata; }
+herr_t img_udata_free(void*) { return 0; }
+
+
+// The HDF5 file is built in memory (core driver: HDF5 itself never does disk I/O, so a full disk or
+// a file-size limit is an errno from our own pwrite, and never leaves an HDF5 file half-closed). Each
+// chunk is written to the file from the image as soon as HDF5 has placed it (its address from
+// H5Dget_chunk_info_by_coord; raw chunks are never moved or rewritten), and after every kKickBytes we
+// ask the kernel to start writing back (sync_file_range), so the disk works while later chunks are
+// checksummed; at close only the metadata between the chunks is left to write, and the final fsync
+// only waits for the tail.
 constexpr size_t kKickBytes = size_t(8) << 20;
 struct Stream {
-  int fd = -1;              // HDF5's own descriptor (H5Fget_vfd_handle); -1: no write-back hints
+  int fd = -1;
+  ImageCapture* cap = nullptr;
+  std::vector<std::pair<uint64_t, uint64_t>> written;  // (address, size) of every chunk already in the file
   size_t total = 0;         // chunk bytes the whole file will carry (for the half-way test hook)
-  size_t done = 0;          // chunk bytes handed to HDF5 so far
+  size_t done = 0;          // chunk bytes written so far
   size_t since_kick = 0;
   double delay_ms = 0;      // test hook: sleep once when half the chunk bytes are written
   bool slept = false;
 
-  // After each chunk: maybe start write-back, maybe sleep (test hook). Never holds the HDF5 lock.
-  void advance(size_t bytes) {
+  // After H5Dwrite_chunk of `data` (`bytes` with its checksum) as the chunk at `offset` of `ds`: write
+  // the same bytes to the file where the image has them, maybe start write-back, maybe sleep (test
+  // hook); the last three without the HDF5 lock. (Written from `data`, still in cache, not the image.)
+  void chunk_written(hid_t ds, const hsize_t* offset, const unsigned char* data, size_t bytes) {
+    unsigned mask = 0;
+    haddr_t addr = 0;
+    hsize_t size = 0;
+    h5(H5Dget_chunk_info_by_coord(ds, offset, &mask, &addr, &size), "H5Dget_chunk_info_by_coord");
+    if (size != bytes || !cap->in_use || !cap->buf.ptr || addr + size > cap->buf.cap)
+      throw H5Fail("HDF5 core driver image is not where expected");
+    without_h5_lock([&] {
+      pwrite_all(fd, reinterpret_cast<const char*>(data), bytes, addr);
+      return 0;
+    });
+    written.emplace_back(addr, size);
     done += bytes;
     since_kick += bytes;
-    if (fd >= 0 && since_kick >= kKickBytes) {
+    if (since_kick >= kKickBytes) {
       since_kick = 0;
       int f = fd;
       // Only a hint: failures (EIO, ...) surface again at the fsync that follows.
       without_h5_lock([f] { return ::sync_file_range(f, 0, 0, SYNC_FILE_RANGE_WRITE); });
     }
+    maybe_sleep();
+  }
+  void maybe_sleep() {
     if (!slept && delay_ms > 0 && 2 * done >= total) {
       slept = true;
       without_h5_lock([this] {
@@ -350,7 +453,7 @@ void write_dataset(hid_t loc, const std::string& name, hid_t memtype, hid_t file
       for (int i = 0; i < 4; ++i) buf[chunk_bytes + static_cast<size_t>(i)] = static_cast<unsigned char>(ck >> (8 * i));
       offset[0] = r0;
       h5(H5Dwrite_chunk(ds, H5P_DEFAULT, 0, offset.data(), buf.size(), buf.data()), "write dataset /" + name);
-      if (stream) stream->advance(buf.size());
+      if (stream) stream->chunk_written(ds, offset.data(), buf.data(), buf.size());
     }
   }
   ds.close_checked("close dataset /" + name);
@@ -364,8 +467,8 @@ void write_text(hid_t loc, const std::string& name, const std::string& text, hid
 size_t chunked_bytes(std::vector<hsize_t> dims, size_t elem_size) {
   if (dims.empty()) dims.push_back(1);
   size_t row_bytes = elem_size;
-  for (size_t i = 1; i < dims.size(); ++i) row_bytes *= std::max<hsize_t>(dims[i], 1);
-  if (dims[0] == 0) return 0;
+  for (size_t i = 1; i < dims.size(); ++i) row_bytes *= dims[i];
+  if (dims[0] == 0 || row_bytes == 0) return 0;
   hsize_t cr = chunk_rows(dims[0], row_bytes);
   hsize_t n = (dims[0] + cr - 1) / cr;
   return static_cast<size_t>(n) * (static_cast<size_t>(cr) * row_bytes + 4);
@@ -641,14 +744,13 @@ struct FileTimes {
   double fsync_ms = 0;  // the final fsync (waits for the write-back still in flight)
 };
 
-// Writes the HDF5 file `path` directly with HDF5's sec2 driver: each chunk is checksummed into a
-// 1 MiB buffer (fletcher32_copy: one pass over the payload) and HDF5 writes it with one pwrite
-// (H5Dwrite_chunk, no filter pipeline); metadata follows at close, then fsync. No in-memory file
-// image: the payload is read once and copied once into the page cache, the same as a plain write,
-// and write-back overlaps the checksumming (Stream). The HDF5 lock is released while checksumming,
-// sleeping and hinting write-back, so the dataset prefetch thread waits only for HDF5's own calls.
-// Throws H5Fail; a partial file (truncated to 0 bytes) is left for the caller to remove.
+// Writes the HDF5 file `path`: built in memory (see Stream), each checksummed chunk (fletcher32_copy:
+// one pass over the payload; H5Dwrite_chunk, no filter pipeline) written to the file as soon as it is
+// placed, then the metadata, then fsync. The HDF5 lock is released while checksumming, writing,
+// sleeping and hinting write-back, so the dataset prefetch thread waits only for HDF5's memory copies.
+// Throws H5Fail (errno text for disk errors); a partial file is left for the caller to remove.
 FileTimes stream_file(const std::string& path, const CheckpointData& d, double delay_ms) {
+  static std::atomic<uint64_t> counter{0};
   std::string index;
   Stream stream;
   stream.delay_ms = delay_ms;
@@ -667,20 +769,31 @@ FileTimes stream_file(const std::string& path, const CheckpointData& d, double d
 
   FileTimes ft;
   auto t0 = Clock::now();
-  int fd = -1;  // a duplicate of HDF5's descriptor: fsync after H5Fclose has written the metadata
-  try {
-    H5Section section;  // HDF5 lock (released around checksums and hints) and quiet errors
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } file{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  if (file.fd < 0) throw H5Fail(std::string("create: ") + std::strerror(errno));
+  stream.fd = file.fd;
+  ImageCapture cap;  // outlives the file handles below: their destructors may release the buffer
+  stream.cap = &cap;
+  {
+    H5Section section;  // HDF5 lock (released around checksums and disk writes) and quiet errors
     Hid fapl(h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
     // 1.10 format: checksummed superblock, object headers and chunk indexes.
     h5(H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_LATEST), "H5Pset_libver_bounds");
-    h5(H5Pset_fapl_sec2(fapl), "H5Pset_fapl_sec2");
-    h5(H5Pset_file_locking(fapl, false, true), "H5Pset_file_locking");  // our private temporary file
-    Hid f(h5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "create"), H5Fclose);
-    void* handle = nullptr;
-    h5(H5Fget_vfd_handle(f, fapl, &handle), "H5Fget_vfd_handle");
-    fd = ::fcntl(*static_cast<int*>(handle), F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) throw H5Fail(std::string("dup: ") + std::strerror(errno));
-    stream.fd = fd;
+    // Small growth steps: the core driver zeroes each new step before HDF5 copies the chunk in, so
+    // the zeroing hits cache lines that are written next instead of a 90 MB pass of its own (our
+    // cached buffer makes the steps themselves free).
+    size_t increment = size_t(1) << 20;
+    h5(H5Pset_fapl_core(fapl, increment, false), "H5Pset_fapl_core");
+    H5FD_file_image_callbacks_t cb{img_malloc, img_memcpy, img_realloc, img_free, img_udata_copy, img_udata_free, &cap};
+    h5(H5Pset_file_image_callbacks(fapl, &cb), "H5Pset_file_image_callbacks");
+    std::string mem_name =
+        "hpctrain-checkpoint-image-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    Hid f(h5(H5Fcreate(mem_name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "create in-memory file"), H5Fclose);
     Hid lcpl(h5(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
     h5(H5Pset_create_intermediate_group(lcpl, 1), "H5Pset_create_intermediate_group");
     write_string_attr(f, "format", kFormat);
@@ -699,27 +812,37 @@ FileTimes stream_file(const std::string& path, const CheckpointData& d, double d
     for (auto& [k, v] : d.floats)
       write_dataset(f, "floats/" + k, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {1}, 8, &v, lcpl, &stream);
     for (auto& [k, v] : d.strings) write_text(f, "strings/" + k, v, lcpl, &stream);
-    if (stream.delay_ms > 0 && !stream.slept) stream.done = stream.total, stream.advance(0);  // test hook
     lcpl.reset();
     fapl.reset();
-    f.close_checked("close");  // metadata and superblock are written here
-  } catch (...) {
-    // Free the space now even if HDF5 failed to close its own descriptor (disk full).
-    if (fd >= 0) {
-      if (::ftruncate(fd, 0) != 0) { /* the caller unlinks the file anyway */ }
-      ::close(fd);
-    }
-    throw;
+    f.close_checked("close in-memory file");
   }
+  if (!cap.closed || cap.in_use) throw H5Fail("HDF5 core driver returned no file image");
+  const char* img = static_cast<const char*>(cap.closed);
+  // Superblock v2/v3: version at byte 8, size of offsets at 9, end-of-file address at 28.
+  const auto* p = reinterpret_cast<const unsigned char*>(img);
+  if (std::memcmp(p, "\x89HDF\r\n\x1a\n", 8) != 0 || p[8] < 2 || p[9] != 8)
+    throw H5Fail("unexpected superblock in the in-memory file image");
+  uint64_t eof = 0;
+  for (int i = 7; i >= 0; --i) eof = (eof << 8) | p[28 + i];
+  if (eof > cap.buf.cap) throw H5Fail("HDF5 file image shorter than its end-of-file address");
+  // Everything between the chunks already written: superblock, object headers, chunk indexes.
+  std::sort(stream.written.begin(), stream.written.end());
+  uint64_t at = 0;
+  for (auto [addr, size] : stream.written) {
+    if (addr < at || addr + size > eof) throw H5Fail("overlapping chunks in the HDF5 file image");
+    if (addr > at) pwrite_all(file.fd, img + at, addr - at, at);
+    at = addr + size;
+  }
+  if (eof > at) pwrite_all(file.fd, img + at, eof - at, at);
+  stream.done = std::max(stream.done, stream.total);
+  stream.maybe_sleep();  // test hook, if the chunks fell short of the estimate
   auto t1 = Clock::now();
   ft.data_ms = ms_between(t0, t1);
-  struct stat st {};
-  int rc = ::fsync(fd);
-  int err = errno;
-  if (rc == 0 && ::fstat(fd, &st) != 0) rc = -1, err = errno;
-  if (::close(fd) != 0 && rc == 0) rc = -1, err = errno;
-  if (rc != 0) throw H5Fail(std::string("fsync: ") + std::strerror(err));
-  ft.bytes = static_cast<size_t>(st.st_size);
+  if (::fsync(file.fd) != 0) throw H5Fail(std::string("fsync: ") + std::strerror(errno));
+  int fd = file.fd;
+  file.fd = -1;
+  if (::close(fd) != 0) throw H5Fail(std::string("close: ") + std::strerror(errno));
+  ft.bytes = static_cast<size_t>(eof);
   ft.fsync_ms = ms_between(t1, Clock::now());
   return ft;
 }
