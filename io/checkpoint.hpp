@@ -60,11 +60,11 @@ size_t checkpoint_expected_bytes(const CheckpointData& d);
 /// holding `dir` (statvfs f_bavail) has fewer than `bytes_needed` bytes available to us.
 void check_free_space(const std::string& dir, size_t bytes_needed);
 
-/// Writes `d` to exactly `path` (fsynced, no rename): HDF5's sec2 driver writes each checksummed
-/// ~1 MiB chunk straight to the file (H5Dwrite_chunk), write-back to disk starts while later chunks
-/// are checksummed (sync_file_range), metadata follows at close, then fsync. Throws RuntimeError
-/// naming the path, the bytes needed and the HDF5/system cause; a partial file is left for the
-/// caller to remove.
+/// Writes `d` to exactly `path` (fsynced, no rename): HDF5 builds the file in memory (core driver)
+/// while each checksummed ~1 MiB chunk is written to the file as soon as HDF5 has placed it, with
+/// write-back started as it goes (sync_file_range); the metadata follows after close, then fsync.
+/// HDF5 does no disk I/O itself. Throws RuntimeError naming the path, the bytes needed and the
+/// HDF5/system cause; a partial file is left for the caller to remove.
 /// `delay_ms` > 0 sleeps half-way through (test hook: widens the window for crash tests).
 void write_checkpoint_file(const std::string& path, const CheckpointData& d, double delay_ms = 0);
 
@@ -88,7 +88,7 @@ struct CheckpointWriteResult {
   std::string path;             ///< final file
   size_t bytes = 0;             ///< file size
   double write_ms = 0;          ///< wall time of the whole write (file, fsyncs, renames, LATEST)
-  double data_ms = 0;           ///< of which: HDF5 file written and closed (checksums, data in the page cache)
+  double data_ms = 0;           ///< of which: file built and written (checksums, data in the page cache)
   double fsync_ms = 0;          ///< of which: fsync of the file (write-back still in flight)
   double publish_ms = 0;        ///< of which: rename, directory fsync, LATEST (write, fsync, rename, dir fsync)
   double prune_ms = 0;          ///< of which: deleting older checkpoints (ext4 here: ~25 ms per 90 MB file)
