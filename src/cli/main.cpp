@@ -10,6 +10,7 @@
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
 #include "src/core/error.hpp"
+#include "src/train/signals.hpp"
 
 namespace {
 
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   ht::Args args(argv + 2, argv + argc);
+  ht::isolate_signals_to_receiver_thread();  // before MPI and every other thread (src/train/signals.hpp)
   try {
     ht::dist_init(&argc, &argv);
   } catch (const std::exception& e) {

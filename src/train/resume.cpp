@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 #include <signal.h>
+#include <unistd.h>
 #include <string.h>
 
 #include <cmath>
@@ -412,7 +413,7 @@ bool CheckpointManager::step_end() {
   if (!raised_ && cfg.checkpoint.test_signal_at_step >= 0 && p.step == cfg.checkpoint.test_signal_at_step &&
       rank_ == cfg.checkpoint.test_signal_rank) {
     raised_ = true;
-    ::raise(SIGTERM);
+    ::kill(::getpid(), SIGTERM);  // process-directed, as a real delivery (raise() targets this thread, which blocks it)
   }
   uint32_t local = stop_requested() ? kFlagStop : 0u;
   if (rank_ == 0) {

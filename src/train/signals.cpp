@@ -8,6 +8,8 @@
 #include <cctype>
 #include <cstring>
 #include <map>
+#include <pthread.h>
+#include <unistd.h>
 
 #include "cuda/check.hpp"
 #include "src/core/error.hpp"
@@ -23,6 +25,7 @@ struct Saved {
   struct sigaction old;
 };
 std::vector<Saved> g_saved;
+std::atomic<bool> g_receiver{false};  // isolate_signals_to_receiver_thread() started the receiver
 
 extern "C" void ht_stop_handler(int signo) {
   int expected = 0;
@@ -37,6 +40,34 @@ const std::map<std::string, int>& signal_names() {
 }
 
 }  // namespace
+
+void isolate_signals_to_receiver_thread() {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return;
+  sigset_t set;
+  sigemptyset(&set);
+  for (const auto& [name, signo] : signal_names()) sigaddset(&set, signo);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);  // the handler only stores an int
+  const int rc = pthread_create(
+      &t, &attr,
+      [](void*) -> void* {
+        sigset_t none;
+        sigemptyset(&none);
+        pthread_sigmask(SIG_SETMASK, &none, nullptr);
+        for (;;) pause();  // returns after each handled signal
+        return nullptr;
+      },
+      nullptr);
+  pthread_attr_destroy(&attr);
+  // Without the receiver (thread creation failed), unblock again so signals still arrive somewhere.
+  if (rc != 0) pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  else g_receiver.store(true);
+}
 
 std::vector<int> parse_signal_list(const std::string& list) {
   std::vector<int> out;
@@ -67,6 +98,9 @@ std::vector<int> parse_signal_list(const std::string& list) {
 void install_stop_signals(const std::string& list) {
   auto sigs = parse_signal_list(list);
   restore_stop_signals();
+  sigset_t block;
+  sigemptyset(&block);
+  for (int s : sigs) sigaddset(&block, s);
   for (int s : sigs) {
     struct sigaction sa {};
     sa.sa_handler = ht_stop_handler;
@@ -77,6 +111,9 @@ void install_stop_signals(const std::string& list) {
       throw RuntimeError("sigaction(" + std::to_string(s) + "): " + std::strerror(errno));
     g_saved.push_back(sv);
   }
+  // A numbered signal outside the isolated names is kept off this (computing) thread too, but only
+  // when the receiver thread exists to take it (else it would stay pending).
+  if (g_receiver.load()) pthread_sigmask(SIG_BLOCK, &block, nullptr);
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);

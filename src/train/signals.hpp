@@ -9,11 +9,24 @@
 
 namespace ht {
 
+/// Keeps asynchronous signals away from the threads that compute. Call first in main(), before MPI
+/// and before any other thread exists: blocks the nameable stop signals (TERM, USR1, USR2, INT, HUP,
+/// QUIT, XCPU, ALRM, CONT) in the calling thread, so every thread created later inherits the block,
+/// and starts one detached receiver thread with no signal blocked that only waits. The kernel then
+/// delivers process-directed signals (kill, mpirun/Slurm forwarding) to the receiver, where the
+/// handler (or the default action) runs. Why: oneDNN 2.x's JIT sgemm kernels
+/// (jit_avx512_common_gemm_f32) point RSP into a heap buffer while they run, so a signal frame pushed
+/// onto a computing thread lands in the heap and corrupts it (oneDNN issue #4845, fixed in 3.11;
+/// Debian 12 ships 2.7). Seen here as "corrupted size vs. prev_size" after USR1 in about 1 run in 12.
+/// Idempotent. Thread-directed signals (raise, pthread_kill) to a blocking thread stay pending.
+void isolate_signals_to_receiver_thread();
+
 /// Signal numbers for a comma-separated list of names ("TERM,USR1", "SIGUSR2", "15"). Throws
 /// UsageError naming checkpoint.signals and the bad entry.
 std::vector<int> parse_signal_list(const std::string& list);
 
-/// Installs the flag-setting handler for `list` (SA_RESTART, so interrupted system calls resume)
+/// Installs the flag-setting handler for `list` (SA_RESTART, so interrupted system calls resume),
+/// blocks the listed signals in the calling thread (see isolate_signals_to_receiver_thread)
 /// and ignores SIGXFSZ, so that writing past a file-size limit (ulimit -f) fails with EFBIG and is
 /// reported instead of killing the process. Calling it again replaces the set.
 void install_stop_signals(const std::string& list);
