@@ -413,7 +413,10 @@ bool CheckpointManager::step_end() {
   if (!raised_ && cfg.checkpoint.test_signal_at_step >= 0 && p.step == cfg.checkpoint.test_signal_at_step &&
       rank_ == cfg.checkpoint.test_signal_rank) {
     raised_ = true;
-    ::kill(::getpid(), SIGTERM);  // process-directed, as a real delivery (raise() targets this thread, which blocks it)
+    // Process-directed, as a real delivery (raise() targets this thread, which blocks it); the
+    // receiver thread takes it asynchronously, so wait (bounded) for the flag to keep the test exact.
+    ::kill(::getpid(), SIGTERM);
+    for (int i = 0; i < 2000 && !stop_requested(); ++i) ::usleep(1000);
   }
   uint32_t local = stop_requested() ? kFlagStop : 0u;
   if (rank_ == 0) {
