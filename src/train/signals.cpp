@@ -100,8 +100,8 @@ void install_stop_signals(const std::string& list) {
   restore_stop_signals();
   sigset_t block;
   sigemptyset(&block);
-  for (int s : sigs) sigaddset(&block, s);
   for (int s : sigs) {
+    sigaddset(&block, s);
     struct sigaction sa {};
     sa.sa_handler = ht_stop_handler;
     sigemptyset(&sa.sa_mask);

@@ -264,6 +264,18 @@ ht_slurm_dump_logs() {
   done
 }
 
+# ht_slurm_fail MESSAGE [LOG_GLOB...]: prints MESSAGE, the last 80 lines of each job output or log
+# matching the globs (default "$work"/*.out) and the daemon logs, then exits 1.
+ht_slurm_fail() {
+  local msg=$1 f
+  shift
+  (( $# )) || set -- "$work"/*.out
+  echo "FAIL: $msg" >&2
+  for f in "$@"; do [[ -f $f ]] && { echo "---- $f" >&2; tail -n 80 "$f" >&2; }; done
+  ht_slurm_dump_logs
+  exit 1
+}
+
 # ht_slurm_wait_state JOBID REGEX TIMEOUT_S: wait until the job's state matches.
 ht_slurm_wait_state() {
   local job=$1 re=$2 t=${3:-60} st=""

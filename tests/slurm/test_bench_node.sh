@@ -8,15 +8,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster.sh"
 ht_slurm_test_begin || exit $?
-fail() {
-  echo "FAIL: $*" >&2
-  local f
-  for f in "$work"/*.out "$work"/results/*/*/bench.log "$work"/sweep/*.out; do
-    [[ -f $f ]] && { echo "---- $f" >&2; tail -n 60 "$f" >&2; }
-  done
-  ht_slurm_dump_logs
-  exit 1
-}
+fail() { ht_slurm_fail "$*" "$work"/*.out "$work"/results/*/*/bench.log "$work"/sweep/*.out; }
 py=/usr/bin/python3
 
 # A small prepared dataset for the I/O part (Debian's Fashion-MNIST, 2 train shards).

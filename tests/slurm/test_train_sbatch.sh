@@ -7,13 +7,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster.sh"
 ht_slurm_test_begin || exit $?
-fail() {
-  echo "FAIL: $*" >&2
-  local f
-  for f in "$work"/*.out; do [[ -f $f ]] && { echo "---- $f" >&2; tail -n 60 "$f" >&2; }; done
-  ht_slurm_dump_logs
-  exit 1
-}
+fail() { ht_slurm_fail "$*"; }
 ht_slurm_prepare_fmnist || fail "hpctrain prepare"
 
 export HT_BIN OMP_NUM_THREADS=1
