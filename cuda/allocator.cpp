@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "src/core/error.hpp"
-#include "src/core/tensor.hpp"
+#include "src/base/error.hpp"
+#include "src/base/tensor.hpp"
 
 #if defined(HT_HAVE_CUDA)
 #include <mutex>

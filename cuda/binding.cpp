@@ -4,7 +4,7 @@
 #include <set>
 #include <sstream>
 
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 namespace {

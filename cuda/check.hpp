@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 

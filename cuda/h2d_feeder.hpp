@@ -8,7 +8,7 @@
 // CUDA builds only (HT_HAVE_CUDA); the trainer uses it when train.device = cuda.
 #include <memory>
 
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht::cuda {
 

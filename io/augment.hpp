@@ -10,7 +10,7 @@
 // Flip (p = 0.5): out(y, x) = cropped(y, W-1-x). Both act on uint8 NHWC before normalisation.
 #include <cstdint>
 
-#include "src/core/hd.hpp"
+#include "src/base/hd.hpp"
 
 namespace ht {
 

@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "io/dataset.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace fs = std::filesystem;
 

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht {
 

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 

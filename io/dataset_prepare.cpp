@@ -6,7 +6,7 @@
 #include "io/cifar.hpp"
 #include "io/dataset_h5.hpp"
 #include "io/idx.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace fs = std::filesystem;
 

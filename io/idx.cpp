@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/check.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 #if defined(HT_HAVE_CUDA) && __has_include(<nvtx3/nvToolsExt.h>)
 #include <nvtx3/nvToolsExt.h>

@@ -11,7 +11,7 @@
 #include <span>
 #include <string>
 
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 #include <vector>
 
 namespace ht {

@@ -28,8 +28,8 @@
 #include "mpi/communicator.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
-#include "src/core/error.hpp"
-#include "src/core/tensor.hpp"
+#include "src/base/error.hpp"
+#include "src/base/tensor.hpp"
 
 #if defined(HT_HAVE_CUDA) && __has_include("cuda/cuda_context.hpp")
 #include "cuda/cuda_context.hpp"

@@ -19,7 +19,7 @@
 #include "io/checkpoint.hpp"
 #include "io/checkpoint_writer.hpp"
 #include "src/cli/commands.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace fs = std::filesystem;
 

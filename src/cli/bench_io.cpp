@@ -29,7 +29,7 @@
 #include "io/sampler.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace fs = std::filesystem;
 

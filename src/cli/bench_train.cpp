@@ -12,7 +12,7 @@
 
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
-#include "src/core/config.hpp"
+#include "src/train/config.hpp"
 #include "src/train/trainer.hpp"
 
 namespace ht {

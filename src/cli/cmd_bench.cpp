@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "src/cli/commands.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 int cmd_bench(const Args& args) {

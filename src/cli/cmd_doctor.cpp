@@ -48,7 +48,7 @@
 #include "mpi/nccl_communicator.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 namespace {

@@ -20,7 +20,7 @@
 #include "io/dataset_h5.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include "io/dataset_prepare.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 

@@ -9,7 +9,7 @@
 
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 #include "src/train/signals.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht {
 

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "src/core/hd.hpp"
+#include "src/base/hd.hpp"
 #include "src/ops/op.hpp"
 
 namespace ht {

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht::dnnl_util {
 

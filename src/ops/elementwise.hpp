@@ -2,7 +2,7 @@
 // Element-wise ops: ReLU, residual add, and the small vector helpers the trainer needs.
 // The per-element math is in the HT_HD functions below, run by both the CPU loops
 // (src/ops/elementwise_cpu.cpp) and the CUDA kernels (cuda/elementwise.cu).
-#include "src/core/hd.hpp"
+#include "src/base/hd.hpp"
 #include "src/ops/op.hpp"
 
 namespace ht {

@@ -9,7 +9,7 @@
 // workspaces, saved statistics) and rebuilds it when the shape changes.
 #include <memory>
 
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht {
 

@@ -5,7 +5,7 @@
 #include "cuda/binding.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 #if defined(HT_HAVE_CUDA)
 #include <cuda_runtime.h>

@@ -2,7 +2,7 @@
 // Chooses the compute device from train.device (cpu, cuda, auto) and prepares it for this rank.
 #include <string>
 
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht {
 

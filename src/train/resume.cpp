@@ -14,7 +14,7 @@
 #include "cuda/check.hpp"
 #include "io/metrics.hpp"
 #include "mpi/dist.hpp"
-#include "src/core/config.hpp"
+#include "src/train/config.hpp"
 #include "src/train/sgd.hpp"
 #include "src/train/signals.hpp"
 #include "src/train/trainer.hpp"

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/core/config.hpp"
-#include "src/core/hd.hpp"
-#include "src/core/tensor.hpp"
+#include "src/train/config.hpp"
+#include "src/base/hd.hpp"
+#include "src/base/tensor.hpp"
 #include "src/nn/params.hpp"
 
 namespace ht {

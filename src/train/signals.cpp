@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cuda/check.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 namespace {

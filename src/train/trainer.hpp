@@ -14,7 +14,7 @@
 #include "io/metrics.hpp"
 #include "mpi/bucketer.hpp"
 #include "mpi/communicator.hpp"
-#include "src/core/config.hpp"
+#include "src/train/config.hpp"
 #include "src/nn/models.hpp"
 #include "src/train/sgd.hpp"
 #include "cuda/h2d_feeder.hpp"

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht::gputest {
 

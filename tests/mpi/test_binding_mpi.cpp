@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "cuda/binding.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 using namespace ht;
 

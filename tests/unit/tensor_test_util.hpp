@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht::test {
 

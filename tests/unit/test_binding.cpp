@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "cuda/binding.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 using namespace ht;
 

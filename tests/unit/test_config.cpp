@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "src/core/config.hpp"
-#include "src/core/error.hpp"
+#include "src/train/config.hpp"
+#include "src/base/error.hpp"
 
 using namespace ht;
 

@@ -15,7 +15,7 @@
 #include "io/dataset_h5.hpp"
 #include "io/dataset_prepare.hpp"
 #include "io/idx.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace ht;

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "io/dataset.hpp"
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 using namespace ht;
 

@@ -1,4 +1,4 @@
-#include "src/core/tensor.hpp"
+#include "src/base/tensor.hpp"
 
 #include <cstdlib>
 #include <cstring>

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 

@@ -1,4 +1,4 @@
-#include "src/core/config.hpp"
+#include "src/train/config.hpp"
 
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -8,7 +8,7 @@
 #include <map>
 #include <sstream>
 
-#include "src/core/error.hpp"
+#include "src/base/error.hpp"
 
 namespace po = boost::program_options;
 
