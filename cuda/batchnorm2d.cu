@@ -9,7 +9,8 @@
 // eps must be > 0 as on the CPU (cuDNN 9 only asks eps >= CUDNN_BN_MIN_EPSILON, which is 0.0 since
 // cuDNN 8; cuDNN 7 had 1e-5), and the same eps is passed to forward and backward.
 #include "cuda/common.cuh"
-#include "src/ops/batchnorm2d.hpp"
+#include "cuda/batchnorm2d.hpp"
+#include "src/base/op_math.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -33,20 +34,10 @@ BnCache& prepare(OpCachePtr& slot, const BatchNormShape& sh) {
   return bc;
 }
 
-void check_shape(const char* op, const BatchNormShape& sh, const Tensor& x) {
-  op_check(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0, op,
-           "invalid shape [" + std::to_string(sh.n) + "," + std::to_string(sh.c) + "," + std::to_string(sh.h) + "," +
-               std::to_string(sh.w) + "]");
-  op_check(sh.eps > 0.f && static_cast<double>(sh.eps) >= CUDNN_BN_MIN_EPSILON, op,
-           "eps " + std::to_string(sh.eps) + " must be positive (and >= cuDNN's minimum " +
-               std::to_string(CUDNN_BN_MIN_EPSILON) + ")");
-  check_dev_f32(x, op, "x");
-  check_numel(x, int64_t{sh.n} * sh.c * sh.h * sh.w, op, "x");
-}
-
-void check_param(const char* op, const BatchNormShape& sh, const Tensor& t, const char* name) {
-  check_dev_f32(t, op, name);
-  check_numel(t, sh.c, op, name);
+/// cuDNN's own limit on eps (the dispatcher has checked eps > 0 and every shape).
+void check_cudnn_eps(const char* op, const BatchNormShape& sh) {
+  op_check(static_cast<double>(sh.eps) >= CUDNN_BN_MIN_EPSILON, op,
+           "eps " + std::to_string(sh.eps) + " is below cuDNN's minimum " + std::to_string(CUDNN_BN_MIN_EPSILON));
 }
 
 }  // namespace
@@ -55,16 +46,7 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
                                const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
                                Tensor& save_mean, Tensor& save_invstd) {
   const char* op = "batchnorm2d_forward_train";
-  check_shape(op, sh, x);
-  op_check(int64_t{sh.n} * sh.h * sh.w > 1, op, "training needs more than one value per channel (N*H*W > 1)");
-  check_dev_f32(y, op, "y");
-  check_numel(y, x.numel(), op, "y");
-  check_param(op, sh, gamma, "gamma");
-  check_param(op, sh, beta, "beta");
-  check_param(op, sh, running_mean, "running_mean");
-  check_param(op, sh, running_var, "running_var");
-  check_param(op, sh, save_mean, "save_mean");
-  check_param(op, sh, save_invstd, "save_invstd");
+  check_cudnn_eps(op, sh);
   BnCache& bc = prepare(cache, sh);
   Context& cx = ctx();
   HT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
@@ -76,13 +58,7 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
 void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
   const char* op = "batchnorm2d_forward_infer";
-  check_shape(op, sh, x);
-  check_dev_f32(y, op, "y");
-  check_numel(y, x.numel(), op, "y");
-  check_param(op, sh, gamma, "gamma");
-  check_param(op, sh, beta, "beta");
-  check_param(op, sh, running_mean, "running_mean");
-  check_param(op, sh, running_var, "running_var");
+  check_cudnn_eps(op, sh);
   BnCache& bc = prepare(cache, sh);
   Context& cx = ctx();
   HT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
@@ -94,16 +70,7 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
                           const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                           Tensor& dgamma, Tensor& dbeta, bool accumulate) {
   const char* op = "batchnorm2d_backward";
-  check_shape(op, sh, x);
-  check_dev_f32(dy, op, "dy");
-  check_numel(dy, x.numel(), op, "dy");
-  check_dev_f32(dx, op, "dx");
-  check_numel(dx, x.numel(), op, "dx");
-  check_param(op, sh, gamma, "gamma");
-  check_param(op, sh, save_mean, "save_mean");
-  check_param(op, sh, save_invstd, "save_invstd");
-  check_param(op, sh, dgamma, "dgamma");
-  check_param(op, sh, dbeta, "dbeta");
+  check_cudnn_eps(op, sh);
   BnCache& bc = prepare(cache, sh);
   Context& cx = ctx();
   HT_CUDNN_CHECK(cudnnBatchNormalizationBackward(

@@ -1,5 +1,5 @@
 #pragma once
-// Shared helpers of the CUDA op implementations: argument checks, launch geometry, RAII cuDNN
+// Shared helpers of the CUDA op implementations (arguments arrive validated): launch geometry, RAII cuDNN
 // descriptors. Included by cuda/*.cu only.
 #include <cudnn.h>
 
@@ -8,29 +8,12 @@
 
 #include "cuda/check.hpp"
 #include "cuda/cuda_context.hpp"
-#include "src/ops/op.hpp"
+#include "src/base/op_cache.hpp"
+#include "src/base/op_check.hpp"
+#include "src/base/op_shapes.hpp"
+#include "src/base/tensor.hpp"
 
 namespace ht::cuda {
-
-/// Throws RuntimeError naming op and tensor unless t is a defined float32 tensor on the GPU.
-inline void check_dev_f32(const Tensor& t, const char* op, const char* name) {
-  op_check(t.defined(), op, std::string(name) + " is undefined");
-  op_check(t.device() == Device::cuda, op, std::string(name) + " is on " + device_name(t.device()) + ", expected cuda");
-  op_check(t.dtype() == DType::f32, op, std::string(name) + " is " + dtype_name(t.dtype()) + ", expected float32");
-}
-
-/// Throws unless t has exactly `numel` elements.
-inline void check_numel(const Tensor& t, int64_t numel, const char* op, const char* name) {
-  op_check(t.numel() == numel, op,
-           std::string(name) + " " + t.shape_str() + " has " + std::to_string(t.numel()) + " elements, expected " +
-               std::to_string(numel));
-}
-
-/// Pointer to the elements of a checked GPU float32 tensor.
-inline float* dev_f32(const Tensor& t, const char* op, const char* name) {
-  check_dev_f32(t, op, name);
-  return static_cast<float*>(t.raw());
-}
 
 constexpr int kThreads = 256;
 /// Blocks for a grid-stride loop over n elements (capped; the loop covers the rest).

@@ -20,7 +20,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/conv_algo.hpp"
-#include "src/ops/conv2d.hpp"
+#include "cuda/conv2d.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -237,16 +237,6 @@ Algos algos_for(ConvCache& cc, const Options& opt, bool backward) {
   return a;
 }
 
-void check_args(const char* op, const Conv2dShape& sh, const Tensor& x, const Tensor& w) {
-  op_check(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0 && sh.k > 0 && sh.r > 0 && sh.s > 0 && sh.stride > 0 &&
-               sh.pad >= 0 && sh.p() > 0 && sh.q() > 0,
-           op, "invalid shape " + shape_text(sh));
-  check_dev_f32(x, op, "x");
-  check_dev_f32(w, op, "w");
-  check_numel(x, int64_t{sh.n} * sh.c * sh.h * sh.w, op, "x");
-  check_numel(w, int64_t{sh.k} * sh.c * sh.r * sh.s, op, "w");
-}
-
 // db[k] (+)= sum over n, p, q of dy[n, k, p, q]: one block per channel, fixed-order tree reduction.
 __global__ void bias_grad_kernel(const float* __restrict__ dy, float* __restrict__ db, int n, int k, int pq,
                                  bool accumulate) {
@@ -291,14 +281,6 @@ std::string conv2d_algo_text(const Conv2dShape& sh) {
 
 void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y) {
-  const char* op = "conv2d_forward";
-  check_args(op, sh, x, w);
-  check_dev_f32(y, op, "y");
-  check_numel(y, int64_t{sh.n} * sh.k * sh.p() * sh.q(), op, "y");
-  if (b) {
-    check_dev_f32(*b, op, "b");
-    check_numel(*b, sh.k, op, "b");
-  }
   const Options opt = options();
   ConvCache& cc = prepare(cache, sh, opt);
   const Algos a = algos_for(cc, opt, false);
@@ -314,20 +296,6 @@ void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, c
 
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  const char* op = "conv2d_backward";
-  check_args(op, sh, x, w);
-  check_dev_f32(dy, op, "dy");
-  check_numel(dy, int64_t{sh.n} * sh.k * sh.p() * sh.q(), op, "dy");
-  check_dev_f32(dw, op, "dw");
-  check_numel(dw, w.numel(), op, "dw");
-  if (dx) {
-    check_dev_f32(*dx, op, "dx");
-    check_numel(*dx, x.numel(), op, "dx");
-  }
-  if (db) {
-    check_dev_f32(*db, op, "db");
-    check_numel(*db, sh.k, op, "db");
-  }
   const Options opt = options();
   ConvCache& cc = prepare(cache, sh, opt);
   const Algos a = algos_for(cc, opt, true);

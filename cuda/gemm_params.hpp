@@ -8,7 +8,7 @@
 //   y  [N,out]  = x [N,in] w^T  ->  y^T  = (w^T-as-stored)^T x^T : gemm(T, N, m=out, n=N,   k=in)
 //   dx [N,in]   = dy [N,out] w  ->  dx^T = w^T-as-stored dy^T    : gemm(N, N, m=in,  n=N,   k=out)
 //   dw [out,in] = dy^T x        ->  dw^T = x^T (dy^T)^T          : gemm(N, T, m=in,  n=out, k=N)
-#include "src/ops/linear.hpp"
+#include "src/base/op_shapes.hpp"
 
 namespace ht::cuda {
 

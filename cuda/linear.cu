@@ -4,7 +4,7 @@
 // FP32 GEMMs are strict (CUBLAS_DEFAULT_MATH) unless Options::allow_tf32 (CUBLAS_TF32_TENSOR_OP_MATH).
 #include "cuda/common.cuh"
 #include "cuda/gemm_params.hpp"
-#include "src/ops/linear.hpp"
+#include "cuda/linear.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -37,26 +37,9 @@ void set_math(cublasHandle_t h) {
   HT_CUBLAS_CHECK(cublasSetMathMode(h, options().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
-void check_common(const char* op, const LinearShape& sh, const Tensor& x, const Tensor& w) {
-  op_check(sh.n > 0 && sh.in > 0 && sh.out > 0, op,
-           "invalid shape n=" + std::to_string(sh.n) + " in=" + std::to_string(sh.in) + " out=" + std::to_string(sh.out));
-  check_dev_f32(x, op, "x");
-  check_dev_f32(w, op, "w");
-  check_numel(x, int64_t{sh.n} * sh.in, op, "x");
-  check_numel(w, int64_t{sh.out} * sh.in, op, "w");
-}
-
 }  // namespace
 
 void linear_forward(OpCachePtr&, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
-  const char* op = "linear_forward";
-  check_common(op, sh, x, w);
-  check_dev_f32(y, op, "y");
-  check_numel(y, int64_t{sh.n} * sh.out, op, "y");
-  if (b) {
-    check_dev_f32(*b, op, "b");
-    check_numel(*b, sh.out, op, "b");
-  }
   Context& cx = ctx();
   set_math(cx.cublas);
   gemm(cx.cublas, linear_forward_gemm(sh), static_cast<const float*>(x.raw()), static_cast<const float*>(w.raw()),
@@ -71,20 +54,6 @@ void linear_forward(OpCachePtr&, const LinearShape& sh, const Tensor& x, const T
 
 void linear_backward(OpCachePtr&, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  const char* op = "linear_backward";
-  check_common(op, sh, x, w);
-  check_dev_f32(dy, op, "dy");
-  check_numel(dy, int64_t{sh.n} * sh.out, op, "dy");
-  check_dev_f32(dw, op, "dw");
-  check_numel(dw, w.numel(), op, "dw");
-  if (dx) {
-    check_dev_f32(*dx, op, "dx");
-    check_numel(*dx, x.numel(), op, "dx");
-  }
-  if (db) {
-    check_dev_f32(*db, op, "db");
-    check_numel(*db, sh.out, op, "db");
-  }
   Context& cx = ctx();
   set_math(cx.cublas);
   const float* dyp = static_cast<const float*>(dy.raw());

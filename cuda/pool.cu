@@ -4,7 +4,7 @@
 // Global average pool through own kernels: one thread per (n, c) plane for the forward (a plane is
 // H*W <= a few hundred elements in the models here), one per element for the backward.
 #include "cuda/common.cuh"
-#include "src/ops/pool.hpp"
+#include "cuda/pool.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -37,18 +37,6 @@ PoolCache& prepare(OpCachePtr& slot, const PoolShape& sh) {
   return pc;
 }
 
-void check_pool(const char* op, const PoolShape& sh, const Tensor& x) {
-  // pad <= kernel/2 as on the CPU (PyTorch's rule): every window then holds at least one real element.
-  op_check(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0 && sh.kernel > 0 && sh.stride > 0 && sh.pad >= 0 &&
-               2 * sh.pad <= sh.kernel && sh.p() > 0 && sh.q() > 0,
-           op,
-           "invalid pooling shape: input " + std::to_string(sh.h) + "x" + std::to_string(sh.w) + ", kernel " +
-               std::to_string(sh.kernel) + ", stride " + std::to_string(sh.stride) + ", pad " +
-               std::to_string(sh.pad) + " (need pad <= kernel/2 and a kernel that fits)");
-  check_dev_f32(x, op, "x");
-  check_numel(x, int64_t{sh.n} * sh.c * sh.h * sh.w, op, "x");
-}
-
 __global__ void gap_forward_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t planes, int hw) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < planes; i += int64_t{gridDim.x} * blockDim.x) {
     const float* p = x + i * hw;
@@ -67,10 +55,6 @@ __global__ void gap_backward_kernel(const float* __restrict__ dy, float* __restr
 }  // namespace
 
 void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
-  const char* op = "maxpool2d_forward";
-  check_pool(op, sh, x);
-  check_dev_f32(y, op, "y");
-  check_numel(y, int64_t{sh.n} * sh.c * sh.p() * sh.q(), op, "y");
   PoolCache& pc = prepare(cache, sh);
   HT_CUDNN_CHECK(cudnnPoolingForward(ctx().cudnn, pc.pool, Scalars::one(), pc.x.get(), x.raw(), Scalars::zero(),
                                      pc.y.get(), y.raw()));
@@ -78,43 +62,23 @@ void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, 
 
 void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
                         Tensor& dx) {
-  const char* op = "maxpool2d_backward";
-  check_pool(op, sh, x);
   const int64_t ny = int64_t{sh.n} * sh.c * sh.p() * sh.q();
-  check_dev_f32(y, op, "y");
-  check_numel(y, ny, op, "y");
-  check_dev_f32(dy, op, "dy");
-  check_numel(dy, ny, op, "dy");
-  check_dev_f32(dx, op, "dx");
-  check_numel(dx, x.numel(), op, "dx");
   PoolCache& pc = prepare(cache, sh);
   HT_CUDNN_CHECK(cudnnPoolingBackward(ctx().cudnn, pc.pool, Scalars::one(), pc.y.get(), y.raw(), pc.y.get(), dy.raw(),
                                       pc.x.get(), x.raw(), Scalars::zero(), pc.x.get(), dx.raw()));
 }
 
 void global_avgpool_forward(OpCachePtr&, const Tensor& x, Tensor& y) {
-  const char* op = "global_avgpool_forward";
-  check_dev_f32(x, op, "x");
-  check_dev_f32(y, op, "y");
-  op_check(x.ndim() == 4, op, "x must be [N,C,H,W], got " + x.shape_str());
   const int64_t planes = x.dim(0) * x.dim(1);
   const int hw = static_cast<int>(x.dim(2) * x.dim(3));
-  op_check(hw > 0, op, "empty spatial size " + x.shape_str());
-  check_numel(y, planes, op, "y");
   gap_forward_kernel<<<blocks_for(planes), kThreads, 0, ctx().compute>>>(static_cast<const float*>(x.raw()),
                                                                          static_cast<float*>(y.raw()), planes, hw);
   HT_KERNEL_CHECK();
 }
 
 void global_avgpool_backward(OpCachePtr&, const Tensor& dy, Tensor& dx) {
-  const char* op = "global_avgpool_backward";
-  check_dev_f32(dy, op, "dy");
-  check_dev_f32(dx, op, "dx");
-  op_check(dx.ndim() == 4, op, "dx must be [N,C,H,W], got " + dx.shape_str());
   const int64_t planes = dx.dim(0) * dx.dim(1);
   const int hw = static_cast<int>(dx.dim(2) * dx.dim(3));
-  op_check(hw > 0, op, "empty spatial size " + dx.shape_str());
-  check_numel(dy, planes, op, "dy");
   const int64_t total = planes * hw;
   gap_backward_kernel<<<blocks_for(total), kThreads, 0, ctx().compute>>>(static_cast<const float*>(dy.raw()),
                                                                          static_cast<float*>(dx.raw()), total, hw);

@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "cuda/common.cuh"
-#include "src/ops/softmax_xent.hpp"
+#include "cuda/softmax_xent.hpp"
+#include "src/base/op_math.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -74,24 +75,11 @@ __global__ void xent_bwd_kernel(const float* p, const int32_t* __restrict__ lab,
   }
 }
 
-void check_args(const char* op, const Tensor& z, const Tensor& labels, float eps, const Tensor& out) {
-  check_dev_f32(z, op, "logits/probs");
-  check_dev_f32(out, op, "output");
-  op_check(labels.defined() && labels.device() == Device::cuda, op, "labels must be on cuda");
-  op_check(labels.dtype() == DType::i32, op, std::string("labels are ") + dtype_name(labels.dtype()) + ", expected int32");
-  op_check(z.ndim() == 2, op, "logits/probs must be [N,K], got " + z.shape_str());
-  op_check(z.dim(0) > 0 && z.dim(1) > 0, op, "empty logits " + z.shape_str());
-  op_check(labels.numel() == z.dim(0), op, "labels " + labels.shape_str() + " do not match " + z.shape_str());
-  op_check(out.numel() == z.numel(), op, "output " + out.shape_str() + " does not match " + z.shape_str());
-  op_check(eps >= 0.f && eps <= 1.f, op, "label_smoothing " + std::to_string(eps) + " is outside [0, 1]");
-}
-
 }  // namespace
 
 double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
                             int64_t* correct) {
   const char* op = "softmax_xent_forward";
-  check_args(op, logits, labels, label_smoothing, probs);
   const int64_t n = logits.dim(0);
   const int k = static_cast<int>(logits.dim(1));
   Context& cx = ctx();
@@ -134,7 +122,6 @@ double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float la
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
                            Tensor& dlogits) {
   const char* op = "softmax_xent_backward";
-  check_args(op, probs, labels, label_smoothing, dlogits);
   const int64_t n = probs.dim(0);
   const int k = static_cast<int>(probs.dim(1));
   const float s_over_n = static_cast<float>(static_cast<double>(scale) / static_cast<double>(n));

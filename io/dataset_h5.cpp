@@ -17,7 +17,7 @@
 #include <regex>
 #include <sstream>
 
-#include "cuda/check.hpp"
+#include "io/h5_check.hpp"
 
 namespace fs = std::filesystem;
 

@@ -49,8 +49,5 @@ class Communicator {
   virtual void set_async_observer(AsyncObserver) {}
 };
 
-/// Makes the communicator for a device: MPI on CPU, NCCL on CUDA (unless allow_mpi_on_gpu, used
-/// when two ranks share a GPU). Throws RuntimeError when the device has no communicator in this build.
-std::unique_ptr<Communicator> make_communicator(Device device, bool allow_mpi_on_gpu, double timeout_s);
 
 }  // namespace ht

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "cuda/check.hpp"
+#include "mpi/check.hpp"
 
 namespace ht {
 namespace {
@@ -26,6 +26,7 @@ void dist_init(int* argc, char*** argv) {
   // Errors come back as codes so the check macros can name rank, host and file:line.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   HT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_ctx.rank));
+  set_message_rank(g_ctx.rank);  // error messages of every layer name this rank
   HT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_ctx.world_size));
   HT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_ctx.rank, MPI_INFO_NULL, &g_ctx.local));
   HT_MPI_CHECK(MPI_Comm_rank(g_ctx.local, &g_ctx.local_rank));

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "cuda/check.hpp"
+#include "mpi/check.hpp"
 
 namespace ht {
 

@@ -4,11 +4,14 @@
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
+#include "src/base/check.hpp"
+
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  ht::set_message_rank(rank);
   Catch::Session session;
   int rc = session.run(argc, argv);
   int worst = 0;

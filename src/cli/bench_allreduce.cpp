@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mpi/bucketer.hpp"
-#include "mpi/communicator.hpp"
+#include "mpi/gpu/communicator_factory.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"

@@ -20,6 +20,7 @@
 //   HT_DOCTOR_FAKE_FSTYPE        file system of the run directory (nfs, lustre, gpfs, ext4, ...)
 //   HT_DOCTOR_FAKE_FREE_BYTES    free bytes in the run directory
 // and HT_LIBCUDA / HT_LIBNVML (cuda/gpu_env.hpp) to load a fake driver library.
+#include <hdf5.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -40,12 +41,13 @@
 #include <span>
 #include <sstream>
 
-#include "cuda/binding.hpp"
+#include "cuda/binding_plan.hpp"
 #include "cuda/check.hpp"
+#include "mpi/check.hpp"
 #include "cuda/cuda_context.hpp"
 #include "cuda/gpu_env.hpp"
 #include "mpi/communicator.hpp"
-#include "mpi/nccl_communicator.hpp"
+#include "mpi/gpu/nccl_communicator.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"

@@ -14,7 +14,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "cuda/check.hpp"
+#include "io/h5_check.hpp"
 #include "io/checkpoint.hpp"
 #include "io/dataset.hpp"
 #include "io/dataset_h5.hpp"

@@ -11,32 +11,18 @@
 
 namespace ht {
 
-struct Conv2dShape {
-  int n = 0, c = 0, h = 0, w = 0;  ///< input
-  int k = 0, r = 0, s = 0;         ///< output channels, filter height, filter width
-  int stride = 1, pad = 0;
-  int p() const { return (h + 2 * pad - r) / stride + 1; }
-  int q() const { return (w + 2 * pad - s) / stride + 1; }
-};
+/// y = conv(x, w) (+ b). Throws RuntimeError on shape/device/dtype mismatch.
+void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+/// dx (skipped when null), dw, db (skipped when null) from x, w, dy.
+void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 
+// The CPU half (src/ops/conv2d_cpu.cpp); the GPU half is cuda/conv2d.hpp. Both trust their
+// arguments: the functions above validate them.
 namespace cpu {
 void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 }  // namespace cpu
-namespace cuda {
-void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
-void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
-}  // namespace cuda
-
-inline void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                           Tensor& y) {
-  HT_DISPATCH(x.device(), conv2d_forward, cache, sh, x, w, b, y);
-}
-inline void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w,
-                            const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  HT_DISPATCH(x.device(), conv2d_backward, cache, sh, x, w, dy, dx, dw, db, accumulate);
-}
 
 }  // namespace ht

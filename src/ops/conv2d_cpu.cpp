@@ -166,25 +166,10 @@ struct Conv2dCpuCache : OpCache {
   }
 };
 
-void check_shapes(const char* op, const Conv2dShape& sh, const Tensor& x, const Tensor& w) {
-  if (sh.n <= 0 || sh.c <= 0 || sh.h <= 0 || sh.w <= 0 || sh.k <= 0 || sh.r <= 0 || sh.s <= 0 || sh.stride <= 0 ||
-      sh.pad < 0 || sh.p() <= 0 || sh.q() <= 0)
-    throw RuntimeError(std::string(op) + ": invalid shape N=" + std::to_string(sh.n) + " C=" + std::to_string(sh.c) +
-                       " H=" + std::to_string(sh.h) + " W=" + std::to_string(sh.w) + " K=" + std::to_string(sh.k) +
-                       " R=" + std::to_string(sh.r) + " S=" + std::to_string(sh.s) +
-                       " stride=" + std::to_string(sh.stride) + " pad=" + std::to_string(sh.pad));
-  du::check_cpu_f32(x, op, "x", {sh.n, sh.c, sh.h, sh.w});
-  du::check_cpu_f32(w, op, "w", {sh.k, sh.c, sh.r, sh.s});
-}
-
 }  // namespace
 
 void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y) {
-  static const char* op = "conv2d_forward(cpu)";
-  check_shapes(op, sh, x, w);
-  if (b) du::check_cpu_f32(*b, op, "b", {sh.k});
-  du::check_cpu_f32(y, op, "y", {sh.n, sh.k, sh.p(), sh.q()});
   auto& c = cache_as<Conv2dCpuCache>(cache);
   c.ensure_fwd(sh, b != nullptr);
 
@@ -200,12 +185,6 @@ void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, c
 
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  static const char* op = "conv2d_backward(cpu)";
-  check_shapes(op, sh, x, w);
-  du::check_cpu_f32(dy, op, "dy", {sh.n, sh.k, sh.p(), sh.q()});
-  if (dx) du::check_cpu_f32(*dx, op, "dx", {sh.n, sh.c, sh.h, sh.w});
-  du::check_cpu_f32(dw, op, "dw", {sh.k, sh.c, sh.r, sh.s});
-  if (db) du::check_cpu_f32(*db, op, "db", {sh.k});
   auto& c = cache_as<Conv2dCpuCache>(cache);
   // The backward primitives need the forward primitive descriptor as a hint; keep the forward's
   // bias choice if it was built for this shape (bias does not change the chosen layouts).

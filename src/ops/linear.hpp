@@ -7,28 +7,18 @@
 
 namespace ht {
 
-struct LinearShape {
-  int n = 0, in = 0, out = 0;
-};
+/// y = x w^T (+ b). Throws RuntimeError on shape/device/dtype mismatch.
+void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+/// dx (skipped when null), dw, db (skipped when null) from x, w, dy.
+void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 
+// The CPU half (src/ops/linear_cpu.cpp); the GPU half is cuda/linear.hpp. Both trust their
+// arguments: the functions above validate them.
 namespace cpu {
 void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
 void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 }  // namespace cpu
-namespace cuda {
-void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
-void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
-}  // namespace cuda
-
-inline void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                           Tensor& y) {
-  HT_DISPATCH(x.device(), linear_forward, cache, sh, x, w, b, y);
-}
-inline void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w,
-                            const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  HT_DISPATCH(x.device(), linear_backward, cache, sh, x, w, dy, dx, dw, db, accumulate);
-}
 
 }  // namespace ht

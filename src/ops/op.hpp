@@ -1,40 +1,50 @@
 #pragma once
 // The op interface. Every op is a pair of free functions <op>_forward / <op>_backward declared once
-// in src/ops/<op>.hpp. The public function dispatches on the input's device to ht::cpu::<op>_*
-// (src/ops/<op>_cpu.cpp, oneDNN or own code) or ht::cuda::<op>_* (cuda/<op>.cu). A device without an
-// implementation is an error, never a silent fallback to another device.
+// in src/ops/<op>.hpp and defined in src/ops/<op>.cpp, which validates the arguments once for both
+// devices (OpArgs below) and dispatches on the input's device to the CPU half ht::cpu::<op>_*
+// (src/ops/<op>_cpu.cpp, oneDNN or own code) or the GPU half ht::cuda::<op>_* (declared in
+// cuda/<op>.hpp, defined in cuda/<op>.cu). The halves trust their arguments and check only what
+// their library adds. A device without an implementation is an error, never a silent fallback.
 //
-// Each call takes an OpCache slot owned by the calling layer: the implementation keeps what it
-// builds once per shape there (oneDNN primitives, cuDNN descriptors and chosen algorithms,
-// workspaces, saved statistics) and rebuilds it when the shape changes.
-#include <memory>
+// Each call takes an OpCache slot (src/base/op_cache.hpp) owned by the calling layer.
+#include <string>
+#include <vector>
 
+#include "src/base/op_cache.hpp"
+#include "src/base/op_check.hpp"
+#include "src/base/op_shapes.hpp"
 #include "src/base/tensor.hpp"
 
 namespace ht {
 
-/// Per-layer, per-op state owned by the caller and filled by the implementation.
-struct OpCache {
-  virtual ~OpCache() = default;
+/// Validation of one op call, done by the dispatcher before either half runs. The call's device is
+/// that of `first`; every tensor checked must be defined and live on it. Each check throws
+/// RuntimeError "<op>(<device>): <name> ..." naming the tensor, what it is and what was expected.
+class OpArgs {
+ public:
+  OpArgs(const char* op, const Tensor& first);
+  Device device() const { return dev_; }
+  /// t is float32 on the call's device with exactly `shape`.
+  const OpArgs& f32(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const;
+  /// t is float32 on the call's device (any shape).
+  const OpArgs& f32(const Tensor& t, const char* name) const;
+  /// t is int32 on the call's device (any shape).
+  const OpArgs& i32(const Tensor& t, const char* name) const;
+  /// a and b hold the same number of elements.
+  const OpArgs& same_numel(const Tensor& a, const char* na, const Tensor& b, const char* nb) const;
+  /// Throws "<op>(<device>): <what>" unless ok.
+  const OpArgs& require(bool ok, const std::string& what) const;
+
+ private:
+  const OpArgs& on_device(const Tensor& t, const char* name) const;
+  std::string op_;
+  Device dev_;
 };
-using OpCachePtr = std::unique_ptr<OpCache>;
-
-/// Returns the cache slot cast to T, creating it with T's default constructor when empty or of
-/// another type.
-template <class T> T& cache_as(OpCachePtr& slot) {
-  if (auto* p = dynamic_cast<T*>(slot.get())) return *p;
-  slot = std::make_unique<T>();
-  return static_cast<T&>(*slot);
-}
-
-/// Throws UsageError-free RuntimeError naming the op when a tensor is on the wrong device or has
-/// the wrong dtype/shape; used by the dispatchers.
-void op_check(bool ok, const char* op, const std::string& what);
 
 }  // namespace ht
 
-/// Dispatch helper: HT_DISPATCH(x.device(), conv2d_forward, args...) calls ht::cpu::conv2d_forward
-/// or ht::cuda::conv2d_forward, and throws when this build has no CUDA backend.
+/// HT_DISPATCH(dev, conv2d_forward, args...) calls ht::cpu::conv2d_forward or ht::cuda::conv2d_forward
+/// (the dispatcher's .cpp includes cuda/<op>.hpp), and throws when this build has no CUDA backend.
 #if defined(HT_HAVE_CUDA)
 #define HT_DISPATCH(dev, fn, ...)                                              \
   do {                                                                         \

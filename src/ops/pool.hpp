@@ -9,13 +9,18 @@
 
 namespace ht {
 
-struct PoolShape {
-  int n = 0, c = 0, h = 0, w = 0;
-  int kernel = 2, stride = 2, pad = 0;
-  int p() const { return (h + 2 * pad - kernel) / stride + 1; }
-  int q() const { return (w + 2 * pad - kernel) / stride + 1; }
-};
+/// Max pooling forward. Throws RuntimeError on shape/device/dtype mismatch.
+void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y);
+/// Max pooling backward: dx from x, y, dy.
+void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        Tensor& dx);
+/// x [N,C,H,W] -> y [N,C] (any shape holding N*C elements).
+void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y);
+/// dy [N,C] -> dx [N,C,H,W] (dx's shape gives H,W).
+void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx);
 
+// The CPU half (src/ops/pool_cpu.cpp); the GPU half is cuda/pool.hpp. Both trust their
+// arguments: the functions above validate them.
 namespace cpu {
 void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y);
 void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -23,28 +28,5 @@ void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x,
 void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y);
 void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx);
 }  // namespace cpu
-namespace cuda {
-void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y);
-void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
-                        Tensor& dx);
-void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y);
-void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx);
-}  // namespace cuda
-
-inline void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
-  HT_DISPATCH(x.device(), maxpool2d_forward, cache, sh, x, y);
-}
-inline void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y,
-                               const Tensor& dy, Tensor& dx) {
-  HT_DISPATCH(x.device(), maxpool2d_backward, cache, sh, x, y, dy, dx);
-}
-/// x [N,C,H,W] -> y [N,C].
-inline void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y) {
-  HT_DISPATCH(x.device(), global_avgpool_forward, cache, x, y);
-}
-/// dy [N,C] -> dx [N,C,H,W] (dx's shape gives H,W).
-inline void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
-  HT_DISPATCH(dy.device(), global_avgpool_backward, cache, dy, dx);
-}
 
 }  // namespace ht

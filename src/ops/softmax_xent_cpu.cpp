@@ -12,19 +12,6 @@ namespace {
 // Rows x classes below which a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 14;
 
-void check_xent_args(const char* op, const Tensor& z, const Tensor& labels, float eps, const Tensor& out) {
-  op_check(z.defined() && labels.defined() && out.defined(), op, "undefined tensor");
-  op_check(z.device() == Device::cpu && labels.device() == Device::cpu && out.device() == Device::cpu, op,
-           "tensors must be on the CPU");
-  op_check(z.dtype() == DType::f32 && out.dtype() == DType::f32, op, "logits/probs must be float32");
-  op_check(labels.dtype() == DType::i32, op, std::string("labels are ") + dtype_name(labels.dtype()) + ", expected int32");
-  op_check(z.ndim() == 2, op, "logits/probs must be [N,K], got " + z.shape_str());
-  op_check(z.dim(0) > 0 && z.dim(1) > 0, op, "empty logits " + z.shape_str());
-  op_check(labels.numel() == z.dim(0), op, "labels " + labels.shape_str() + " do not match " + z.shape_str());
-  op_check(out.numel() == z.numel(), op, "output " + out.shape_str() + " does not match " + z.shape_str());
-  op_check(eps >= 0.f && eps <= 1.f, op, "label_smoothing " + std::to_string(eps) + " is outside [0, 1]");
-}
-
 void check_labels(const char* op, const int32_t* lab, int64_t n, int k) {
   for (int64_t i = 0; i < n; ++i)
     if (lab[i] < 0 || lab[i] >= k)
@@ -36,7 +23,6 @@ void check_labels(const char* op, const int32_t* lab, int64_t n, int k) {
 
 double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
                             int64_t* correct) {
-  check_xent_args("softmax_xent_forward", logits, labels, label_smoothing, probs);
   const int64_t n = logits.dim(0);
   const int k = static_cast<int>(logits.dim(1));
   const float* z = logits.data<float>();
@@ -73,7 +59,6 @@ double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float la
 
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
                            Tensor& dlogits) {
-  check_xent_args("softmax_xent_backward", probs, labels, label_smoothing, dlogits);
   const int64_t n = probs.dim(0);
   const int k = static_cast<int>(probs.dim(1));
   const float* p = probs.data<float>();

@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "cuda/binding.hpp"
+#include "mpi/gpu/gpu_binding.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
 #include "src/base/error.hpp"

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "cuda/check.hpp"
+#include "mpi/check.hpp"
 #include "io/metrics.hpp"
 #include "mpi/dist.hpp"
 #include "src/train/config.hpp"

@@ -2,14 +2,10 @@
 
 #include <cmath>
 
+#include "src/ops/sgd_update.hpp"
+
 namespace ht {
 
-namespace cpu {
-void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) sgd_update_elem(p[i], g[i], buf[i], lr, momentum, wd, nesterov);
-}
-}  // namespace cpu
 
 Sgd::Sgd(ParamStore& ps, const Config::Optim& cfg) : ps_(&ps), cfg_(cfg) {
   buf_ = Tensor::zeros({std::max<int64_t>(ps.num_params(), 1)}, DType::f32, ps.flat_values().device());
@@ -27,18 +23,10 @@ void Sgd::step(float lr) {
   float* p = ps_->flat_values().data<float>();
   const float* g = ps_->flat_grads().data<float>();
   float* b = buf_.data<float>();
-  const bool gpu = ps_->flat_values().device() == Device::cuda;
+  const Device dev = ps_->flat_values().device();
   for (const auto& r : ranges_) {
     const float wd = r.decay ? cfg_.weight_decay : 0.f;
-    if (!gpu) {
-      cpu::sgd_update(p + r.offset, g + r.offset, b + r.offset, r.count, lr, cfg_.momentum, wd, cfg_.nesterov);
-    } else {
-#if defined(HT_HAVE_CUDA)
-      cuda::sgd_update(p + r.offset, g + r.offset, b + r.offset, r.count, lr, cfg_.momentum, wd, cfg_.nesterov);
-#else
-      throw RuntimeError("Sgd::step: parameters on cuda in a build without CUDA");
-#endif
-    }
+    sgd_update(dev, p + r.offset, g + r.offset, b + r.offset, r.count, lr, cfg_.momentum, wd, cfg_.nesterov);
   }
 }
 

@@ -1,34 +1,16 @@
 #pragma once
-// SGD with momentum, optional Nesterov and weight decay, PyTorch torch.optim.SGD semantics
-// (dampening 0): g = grad + wd*p; buf = momentum*buf + g; g = nesterov ? g + momentum*buf : buf;
-// p -= lr*g. Runs over the flat parameter buffer in per-parameter ranges, so weight decay can be
+// SGD with momentum, optional Nesterov and weight decay (the update itself is the op
+// src/ops/sgd_update.hpp, PyTorch torch.optim.SGD semantics). Runs over the flat parameter buffer in per-parameter ranges, so weight decay can be
 // skipped for biases and batch-norm parameters. Learning-rate schedules: constant, step, cosine,
 // each with optional linear warm-up.
 #include <cstdint>
 #include <vector>
 
 #include "src/train/config.hpp"
-#include "src/base/hd.hpp"
 #include "src/base/tensor.hpp"
 #include "src/nn/params.hpp"
 
 namespace ht {
-
-/// One element of the SGD update; the CPU loop and the CUDA kernel (cuda/sgd.cu) both call it.
-HT_HD void sgd_update_elem(float& p, float grad, float& buf, float lr, float momentum, float wd, bool nesterov) {
-  float g = grad + wd * p;
-  buf = momentum * buf + g;
-  if (nesterov) g = g + momentum * buf;
-  else g = buf;
-  p -= lr * g;
-}
-
-namespace cpu {
-void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov);
-}
-namespace cuda {
-void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov);
-}
 
 class Sgd {
  public:

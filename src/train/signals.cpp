@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "cuda/check.hpp"
+#include "mpi/check.hpp"
 #include "src/base/error.hpp"
 
 namespace ht {

@@ -2,6 +2,7 @@
 // bucketed gradient averaging -> non-finite check -> optimizer -> metrics; evaluation each epoch.
 #include "src/train/trainer.hpp"
 
+#include <hdf5.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -13,10 +14,11 @@
 #include <iostream>
 #include <optional>
 
-#include "cuda/check.hpp"
+#include "mpi/check.hpp"
 #include "cuda/cuda_context.hpp"
 #include "cuda/gpu_env.hpp"
 #include "mpi/dist.hpp"
+#include "mpi/gpu/communicator_factory.hpp"
 #include "src/ops/elementwise.hpp"
 #include "src/ops/softmax_xent.hpp"
 #include "src/train/device_select.hpp"

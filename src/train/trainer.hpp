@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "io/dataset.hpp"
-#include "io/trace.hpp"
+#include "mpi/trace.hpp"
 #include "cuda/nvml_monitor.hpp"
 #include "io/metrics.hpp"
 #include "mpi/bucketer.hpp"

@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "mpi/nccl_communicator.hpp"
+#include "mpi/gpu/nccl_communicator.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace ht;

@@ -24,6 +24,7 @@
 #include <limits>
 
 #include "cuda/allocator.hpp"
+#include "cuda/conv2d.hpp"
 #include "cuda/conv_algo.hpp"
 #include "cuda/cuda_context.hpp"
 #include "src/ops/batchnorm2d.hpp"
@@ -150,9 +151,9 @@ TEST_CASE("conv2d rejects a CPU tensor and a wrong shape", "[gpu_ops][conv2d]") 
   OpCachePtr gc;
   Tensor xg = gpu(randn({1, 1, 4, 4}, 1)), w = randn({1, 1, 3, 3}, 2);
   Tensor yg = Tensor::empty({1, 1, 4, 4}, DType::f32, Device::cuda);
-  CHECK_THROWS_AS(cuda::conv2d_forward(gc, sh, xg, w, nullptr, yg), RuntimeError);  // w on the CPU
+  CHECK_THROWS_AS(conv2d_forward(gc, sh, xg, w, nullptr, yg), RuntimeError);  // w on the CPU
   Tensor ybad = Tensor::empty({1, 1, 3, 3}, DType::f32, Device::cuda);
-  CHECK_THROWS_AS(cuda::conv2d_forward(gc, sh, xg, gpu(w), nullptr, ybad), RuntimeError);
+  CHECK_THROWS_AS(conv2d_forward(gc, sh, xg, gpu(w), nullptr, ybad), RuntimeError);
 }
 
 TEST_CASE("conv2d and linear with TF32 allowed stay within 5e-3 of the CPU", "[gpu_ops][conv2d][linear]") {

@@ -5,7 +5,7 @@
 #include <mpi.h>
 #include <stdlib.h>
 
-#include "cuda/binding.hpp"
+#include "mpi/gpu/gpu_binding.hpp"
 #include "src/base/error.hpp"
 
 using namespace ht;

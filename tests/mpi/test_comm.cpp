@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpi/gpu/communicator_factory.hpp"
 #include "mpi/mpi_communicator.hpp"
 
 using namespace ht;

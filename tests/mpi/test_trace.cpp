@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "io/trace.hpp"
+#include "mpi/trace.hpp"
 
 using namespace ht;
 

@@ -171,11 +171,11 @@ TEST_CASE("batchnorm2d rejects one value per channel in training", "[batchnorm]"
   OpCachePtr cache;
   auto x = Tensor::zeros({1, 2, 1, 1}), y = Tensor::zeros({1, 2, 1, 1}), c1 = Tensor::zeros({2}), c2 = Tensor::zeros({2});
   auto c3 = Tensor::zeros({2}), c4 = Tensor::zeros({2}), c5 = Tensor::zeros({2}), c6 = Tensor::zeros({2});
-  CHECK_THROWS_AS(cpu::batchnorm2d_forward_train(cache, sh, x, c1, c2, y, c3, c4, c5, c6), RuntimeError);
+  CHECK_THROWS_AS(batchnorm2d_forward_train(cache, sh, x, c1, c2, y, c3, c4, c5, c6), RuntimeError);
   auto bad = Tensor::zeros({3});
   const BatchNormShape sh2{2, 2, 1, 1};
   auto x2 = Tensor::zeros({2, 2, 1, 1}), y2 = Tensor::zeros({2, 2, 1, 1});
-  CHECK_THROWS_AS(cpu::batchnorm2d_forward_train(cache, sh2, x2, bad, c2, y2, c3, c4, c5, c6), RuntimeError);
+  CHECK_THROWS_AS(batchnorm2d_forward_train(cache, sh2, x2, bad, c2, y2, c3, c4, c5, c6), RuntimeError);
 }
 
 // Fixture computed with PyTorch 1.13 (float64) by:

@@ -2,7 +2,7 @@
 // errors for shared GPUs and hosts with fewer GPUs than ranks.
 #include <catch2/catch.hpp>
 
-#include "cuda/binding.hpp"
+#include "cuda/binding_plan.hpp"
 #include "src/base/error.hpp"
 
 using namespace ht;

@@ -233,8 +233,8 @@ TEST_CASE("conv2d oneDNN: mismatched tensors throw RuntimeError", "[conv2d][cpu]
   auto x = Tensor::zeros({1, 2, 5, 5}), w = Tensor::zeros({3, 2, 3, 3}), y = Tensor::zeros({1, 3, 5, 5});
   auto bad_y = Tensor::zeros({1, 3, 4, 4}), bad_w = Tensor::zeros({3, 2, 3, 3}, DType::f64);
   CHECK_NOTHROW(cpu::conv2d_forward(cache, sh, x, w, nullptr, y));
-  CHECK_THROWS_AS(cpu::conv2d_forward(cache, sh, x, w, nullptr, bad_y), RuntimeError);
-  CHECK_THROWS_AS(cpu::conv2d_forward(cache, sh, x, bad_w, nullptr, y), RuntimeError);
+  CHECK_THROWS_AS(conv2d_forward(cache, sh, x, w, nullptr, bad_y), RuntimeError);
+  CHECK_THROWS_AS(conv2d_forward(cache, sh, x, bad_w, nullptr, y), RuntimeError);
 }
 
 // ---- Benchmark (hidden: run with `ht_unit_tests "[.bench]"`, OMP_NUM_THREADS=1) ----------------

@@ -91,9 +91,9 @@ TEST_CASE("residual add, add_inplace and scale_inplace are exact", "[elementwise
   cpu::add_inplace(flat, grid);
   CHECK(to_fvec(flat) == std::vector<float>{1, 2, 3, 4, 5, 6});
   auto wrong = Tensor::zeros({5});
-  CHECK_THROWS_AS(cpu::add_inplace(wrong, grid), RuntimeError);
+  CHECK_THROWS_AS(add_inplace(wrong, grid), RuntimeError);
   auto ints = Tensor::zeros({6}, DType::i32);
-  CHECK_THROWS_AS(cpu::add_inplace(flat, ints), RuntimeError);
+  CHECK_THROWS_AS(add_inplace(flat, ints), RuntimeError);
 }
 
 TEST_CASE("residual add backward passes dy to both inputs (finite differences)", "[elementwise][gradcheck]") {

@@ -1,11 +1,11 @@
-// The host-side timeout logic of the NCCL communicator (cuda/poll_deadline.hpp), with fake
+// The host-side timeout logic of the NCCL communicator (mpi/gpu/poll_deadline.hpp), with fake
 // predicates in place of cudaEventQuery / ncclCommGetAsyncError.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <stdexcept>
 
-#include "cuda/poll_deadline.hpp"
+#include "mpi/gpu/poll_deadline.hpp"
 
 using namespace ht;
 

@@ -125,7 +125,7 @@ TEST_CASE("maxpool2d pads with -inf and takes PyTorch's output size", "[pool]") 
   const auto sh2 = pool(1, 1, 5, 7, 2, 2, 0);
   CHECK(sh2.p() == 2);
   CHECK(sh2.q() == 3);
-  CHECK_THROWS_AS(cpu::maxpool2d_forward(cache, sh2, tx, ty), RuntimeError);  // wrong x shape
+  CHECK_THROWS_AS(maxpool2d_forward(cache, sh2, tx, ty), RuntimeError);  // wrong x shape
 }
 
 TEST_CASE("global average pool matches finite differences and the reference", "[pool][gradcheck]") {

@@ -106,7 +106,7 @@ TEST_CASE("softmax xent is stable on huge logits and counts top-1", "[softmax_xe
   CHECK(ls == Approx((expect_row0 + expect_row1) / 2).epsilon(1e-6));
   // A label outside [0, K) is an error, not an out-of-bounds read.
   auto bad = labels_tensor({0, 3});
-  CHECK_THROWS_AS(cpu::softmax_xent_forward(tz, bad, 0.f, tp, nullptr), RuntimeError);
+  CHECK_THROWS_AS(softmax_xent_forward(tz, bad, 0.f, tp, nullptr), RuntimeError);
 }
 
 // Fixture computed with PyTorch 1.13 (float64):

@@ -54,19 +54,3 @@ BindingPlan plan_binding(const std::vector<RankGpus>& ranks);
 int bind_or_throw(const BindingPlan& plan, int rank, bool allow_shared_gpu);
 
 }  // namespace ht
-
-// ---- MPI side (every build) ----------------------------------------------------------------------
-#include <mpi.h>
-
-namespace ht {
-
-/// The binding step of a GPU run, collective over `comm`: probes this rank's GPUs (cuda/gpu_env.hpp),
-/// gathers every rank's host and visible UUIDs, plans the binding and returns this rank's device
-/// ordinal (its UUID in *uuid when non-null). Every rank reaches the same verdict: throws UsageError
-/// (exit 2) on every rank when any rank has no usable GPU, naming the rank, host and the reason (no
-/// device, driver missing, driver older than the runtime, CUDA_VISIBLE_DEVICES empty) with its fix,
-/// and when two ranks would share a GPU unless allow_shared_gpu. `host` is this rank's
-/// host name (DistContext::host).
-int bind_rank_gpu(MPI_Comm comm, const std::string& host, bool allow_shared_gpu, std::string* uuid = nullptr);
-
-}  // namespace ht

@@ -1,4 +1,4 @@
-#include "cuda/binding.hpp"
+#include "cuda/binding_plan.hpp"
 
 #include <map>
 #include <set>
@@ -99,68 +99,6 @@ int bind_or_throw(const BindingPlan& plan, int rank, bool allow_shared_gpu) {
       throw UsageError("device binding: " + is.message + "; fix: " + is.fix);
   }
   return plan.device.at(static_cast<size_t>(rank));
-}
-
-}  // namespace ht
-
-// ---- MPI side --------------------------------------------------------------------------------------
-#include "cuda/check.hpp"
-#include "cuda/gpu_env.hpp"
-
-namespace ht {
-namespace {
-/// Every rank's string, in rank order (MPI_Allgather of lengths, then MPI_Allgatherv).
-std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine) {
-  int size = 1;
-  HT_MPI_CHECK(MPI_Comm_size(comm, &size));
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-  HT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
-  int total = 0;
-  for (int r = 0; r < size; ++r) {
-    displs[r] = total;
-    total += lens[r];
-  }
-  std::vector<char> all(static_cast<size_t>(total) + 1);
-  HT_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm));
-  std::vector<std::string> out;
-  for (int r = 0; r < size; ++r) out.emplace_back(all.data() + displs[r], static_cast<size_t>(lens[r]));
-  return out;
-}
-}  // namespace
-
-int bind_rank_gpu(MPI_Comm comm, const std::string& host, bool allow_shared_gpu, std::string* uuid) {
-  int rank = 0;
-  HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  GpuEnv env = probe_gpu_env();
-  GpuDiagnosis diag = diagnose_gpu_env(env);
-  // One record per rank: host \x1f status-ok \x1f diagnosis \x1f fix \x1f uuid \x1f uuid ...
-  const char sep = '\x1f';
-  std::string mine = host + sep + (diag.status == GpuStatus::kOk ? "1" : "0") + sep + diag.summary + sep + diag.fix;
-  for (const auto& d : env.devices) mine += sep + d.uuid;
-  std::vector<RankGpus> ranks;
-  std::string first_bad;
-  for (const auto& rec : allgather_strings(comm, mine)) {
-    std::vector<std::string> f;
-    size_t pos = 0;
-    while (true) {
-      size_t next = rec.find(sep, pos);
-      f.push_back(rec.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
-      if (next == std::string::npos) break;
-      pos = next + 1;
-    }
-    while (f.size() < 4) f.emplace_back();
-    if (f[1] != "1" && first_bad.empty())
-      first_bad = "rank " + std::to_string(ranks.size()) + " on " + f[0] + ": " + f[2] + "; fix: " + f[3];
-    ranks.push_back(RankGpus{f[0], std::vector<std::string>(f.begin() + 4, f.end())});
-  }
-  if (!first_bad.empty())
-    throw UsageError("train.device = cuda but no usable GPU: " + first_bad +
-                     " (hpctrain doctor diagnoses every rank; train.device = cpu runs without a GPU)");
-  BindingPlan plan = plan_binding(ranks);
-  int dev = bind_or_throw(plan, rank, allow_shared_gpu);
-  if (uuid) *uuid = plan.uuid.at(static_cast<size_t>(rank));
-  return dev;
 }
 
 }  // namespace ht

@@ -12,7 +12,7 @@
 //   compute stream wait on it, so the optimizer step sees the averaged gradients.
 // - Time limit: on expiry, or on an asynchronous NCCL error, ncclCommAbort and RuntimeError naming
 //   the rank, the operation, the NCCL_* settings and the NCCL_DEBUG=INFO hint
-//   (cuda/poll_deadline.hpp). Every later call throws, since the communicator is gone.
+//   (mpi/gpu/poll_deadline.hpp). Every later call throws, since the communicator is gone.
 #include <mpi.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -23,9 +23,10 @@
 #include <sstream>
 
 #include "cuda/check.hpp"
+#include "mpi/check.hpp"
 #include "cuda/cuda_context.hpp"
-#include "cuda/poll_deadline.hpp"
-#include "mpi/nccl_communicator.hpp"
+#include "mpi/gpu/poll_deadline.hpp"
+#include "mpi/gpu/nccl_communicator.hpp"
 
 namespace ht {
 namespace {

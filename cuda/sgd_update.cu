@@ -1,7 +1,10 @@
-// SGD update kernel: the same sgd_update_elem the CPU loop runs (src/train/sgd.hpp).
+// SGD update kernel: the same sgd_update_elem the CPU loop runs (src/base/op_math.hpp).
 #include "cuda/check.hpp"
 #include "cuda/cuda_context.hpp"
-#include "src/train/sgd.hpp"
+#include "cuda/sgd_update.hpp"
+#include "src/base/op_math.hpp"
+
+#include <algorithm>
 
 namespace ht::cuda {
 

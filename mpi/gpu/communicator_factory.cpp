@@ -1,8 +1,8 @@
 // make_communicator: MPI on CPU (and on a shared GPU, staged through host memory), NCCL on CUDA.
-#include "mpi/communicator.hpp"
+#include "mpi/gpu/communicator_factory.hpp"
 
 #include "mpi/mpi_communicator.hpp"
-#include "mpi/nccl_communicator.hpp"
+#include "mpi/gpu/nccl_communicator.hpp"
 
 namespace ht {
 

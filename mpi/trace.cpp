@@ -1,4 +1,4 @@
-#include "io/trace.hpp"
+#include "mpi/trace.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "cuda/check.hpp"
+#include "mpi/check.hpp"
 #include "src/base/error.hpp"
 
 #if defined(HT_HAVE_CUDA) && __has_include(<nvtx3/nvToolsExt.h>)

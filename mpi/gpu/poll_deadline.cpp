@@ -1,5 +1,5 @@
 // Host-side timeout helpers for GPU collectives (see poll_deadline.hpp); built in every build.
-#include "cuda/poll_deadline.hpp"
+#include "mpi/gpu/poll_deadline.hpp"
 
 #include <algorithm>
 #include <cstring>

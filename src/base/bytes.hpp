@@ -1,0 +1,11 @@
+#pragma once
+// Human-readable byte counts for messages: binary units (KiB = 1024 B).
+#include <cstdint>
+#include <string>
+
+namespace ht {
+
+/// "512 B", "1.5 KiB", "12.0 MiB", "1.50 GiB" (two decimals from GiB up, one below).
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace ht

@@ -1,0 +1,58 @@
+#include "src/ops/pool.hpp"
+
+#if defined(HT_HAVE_CUDA)
+#include "cuda/pool.hpp"
+#endif
+
+namespace ht {
+
+namespace {
+OpArgs maxpool_args(const char* op, const PoolShape& sh, const Tensor& x) {
+  OpArgs a(op, x);
+  a.require(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0, "empty input");
+  a.require(sh.kernel > 0 && sh.stride > 0 && sh.pad >= 0 && 2 * sh.pad <= sh.kernel,
+            "kernel " + std::to_string(sh.kernel) + ", stride " + std::to_string(sh.stride) + ", pad " +
+                std::to_string(sh.pad) + " (need pad <= kernel/2)");
+  a.require(sh.p() > 0 && sh.q() > 0, "kernel " + std::to_string(sh.kernel) + " does not fit input " +
+                                          std::to_string(sh.h) + "x" + std::to_string(sh.w));
+  a.f32(x, "x", {sh.n, sh.c, sh.h, sh.w});
+  return a;
+}
+
+/// Global average pool: `nchw` must be [N,C,H,W] with H*W > 0 and `nc` hold N*C elements.
+OpArgs avgpool_args(const char* op, const Tensor& nchw, const char* n4, const Tensor& nc, const char* n2) {
+  OpArgs a(op, nchw);
+  a.f32(nchw, n4).f32(nc, n2);
+  a.require(nchw.ndim() == 4, std::string(n4) + " must be [N,C,H,W], got " + nchw.shape_str());
+  a.require(nchw.dim(2) * nchw.dim(3) > 0, "empty spatial extent " + nchw.shape_str());
+  a.require(nc.numel() == nchw.dim(0) * nchw.dim(1),
+            std::string(n2) + " " + nc.shape_str() + " must hold N*C = " + std::to_string(nchw.dim(0) * nchw.dim(1)));
+  return a;
+}
+}  // namespace
+
+void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
+  const OpArgs a = maxpool_args("maxpool2d_forward", sh, x);
+  a.f32(y, "y", {sh.n, sh.c, sh.p(), sh.q()});
+  HT_DISPATCH(a.device(), maxpool2d_forward, cache, sh, x, y);
+}
+
+void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        Tensor& dx) {
+  const OpArgs a = maxpool_args("maxpool2d_backward", sh, x);
+  a.f32(y, "y", {sh.n, sh.c, sh.p(), sh.q()}).f32(dy, "dy", {sh.n, sh.c, sh.p(), sh.q()});
+  a.f32(dx, "dx", {sh.n, sh.c, sh.h, sh.w});
+  HT_DISPATCH(a.device(), maxpool2d_backward, cache, sh, x, y, dy, dx);
+}
+
+void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y) {
+  const OpArgs a = avgpool_args("global_avgpool_forward", x, "x", y, "y");
+  HT_DISPATCH(a.device(), global_avgpool_forward, cache, x, y);
+}
+
+void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
+  const OpArgs a = avgpool_args("global_avgpool_backward", dx, "dx", dy, "dy");
+  HT_DISPATCH(a.device(), global_avgpool_backward, cache, dy, dx);
+}
+
+}  // namespace ht

@@ -1,0 +1,11 @@
+// The CPU half of sgd_update: one vectorised loop over the same element math as the GPU kernel.
+#include "src/ops/sgd_update.hpp"
+
+namespace ht::cpu {
+
+void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) sgd_update_elem(p[i], g[i], buf[i], lr, momentum, wd, nesterov);
+}
+
+}  // namespace ht::cpu
