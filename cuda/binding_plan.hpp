@@ -1,5 +1,5 @@
 #pragma once
-// Device binding: which GPU each rank drives, and the checks that go with it (DESIGN.md "Launch":
+// Device binding: which GPU each rank drives, and the checks that go with it (docs/gpu.md:
 // rank r binds GPU local_rank among the visible ones; two ranks on one GPU is an error). Pure logic
 // over every rank's (host, visible GPU UUIDs): the caller gathers those over MPI (e.g. MPI_Allgather)
 // and every rank computes the same plan, so all ranks agree on errors without another collective.

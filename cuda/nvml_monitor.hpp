@@ -25,7 +25,7 @@ struct NvmlSnapshot {
   double power_w = 0;             ///< nvmlDeviceGetPowerUsage (mW) / 1000
   int64_t samples = 0;            ///< samples taken so far
 
-  /// Metric fields with units in their names (DESIGN.md Metrics): gpu_util_pct, gpu_mem_util_pct,
+  /// Metric fields with units in their names (docs/metrics.md): gpu_util_pct, gpu_mem_util_pct,
   /// gpu_memory_used_bytes, gpu_memory_total_bytes, gpu_temperature_c, gpu_power_w. Empty when !valid.
   std::vector<std::pair<std::string, double>> fields() const;
 };

@@ -2,8 +2,8 @@
 // Counter-based randomness and per-sample augmentation, written once for both devices (HT_HD).
 // Every random decision is a pure function of (seed, stream, epoch, global sample index), so the
 // augmentation a sample gets does not depend on world_size, rank, batch position or thread
-// (DESIGN.md "Sampling"). The generator is SplitMix64's finaliser (Steele, Lea, Flood: "Fast
-// splittable pseudorandom number generators", OOPSLA 2014) chained over the key words.
+// (docs/dataset.md "What every rank reads"). The generator is SplitMix64's finaliser (Steele, Lea,
+// Flood: "Fast splittable pseudorandom number generators", OOPSLA 2014) chained over the key words.
 //
 // Crop: the image is conceptually zero-padded by `pad` pixels on every side and an H x W window is
 // taken at offset (oy, ox) in [0, 2*pad]^2: out(y, x) = in(y + oy - pad, x + ox - pad), 0 outside.

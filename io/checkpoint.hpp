@@ -1,5 +1,5 @@
 #pragma once
-// Checkpoint files (DESIGN.md "Checkpoints"): one HDF5 file per checkpoint,
+// Checkpoint files (docs/checkpoint.md): one HDF5 file per checkpoint,
 // RUN_DIR/checkpoints/step-00001200.h5, plus RUN_DIR/LATEST naming the newest one.
 //
 // File layout (readable with h5py / h5dump without our code):

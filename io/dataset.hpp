@@ -1,7 +1,7 @@
 #pragma once
-// Datasets: the HDF5 shard schema of DESIGN.md ("Dataset schema"), the sharded reader with its
-// validation, generated (synthetic) data, and the DataLoader that applies the DESIGN.md sampling rule
-// ("Sampling: what every rank sees"), augmentation (io/augment.hpp) and normalisation.
+// Datasets: the HDF5 shard schema of docs/dataset.md, the sharded reader with its
+// validation, generated (synthetic) data, and the DataLoader that applies the sampling rule
+// (docs/dataset.md "What every rank reads"), augmentation (io/augment.hpp) and normalisation.
 //
 // Shard files: DIR/<split>-<k:05>-of-<S:05>.h5, each with uint8 /images [N,H,W,C] (NHWC, chunked by
 // whole samples), int32 /labels [N] and the root attributes format, version, split, shard_index,
@@ -65,7 +65,7 @@ struct LoaderOptions {
   int64_t global_batch = 128;
   int rank = 0, world_size = 1;
   uint64_t seed = 42;
-  /// train: shuffled per epoch per the DESIGN.md sampling rule, drop_last; eval: every sample exactly
+  /// train: shuffled per epoch per the docs/dataset.md sampling rule, drop_last; eval: every sample exactly
   /// once across ranks, contiguous per rank, no augmentation, last batch may be short.
   bool train = true;
   int crop_padding = 0;  ///< random crop with zero padding; offset in [0, 2*crop_padding] (train only)

@@ -1,5 +1,5 @@
 #pragma once
-// Writing the DESIGN.md dataset schema with the HDF5 C API, and small HDF5 helpers shared by the
+// Writing the dataset schema (docs/dataset.md) with the HDF5 C API, and small HDF5 helpers shared by the
 // reader, the converters and `hpctrain inspect`. Every HDF5 call here runs under hdf5_mutex().
 #include <hdf5.h>
 

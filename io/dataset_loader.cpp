@@ -1,4 +1,4 @@
-// DataLoader: the DESIGN.md sampling rule, augmentation (io/augment.hpp), normalisation and layout
+// DataLoader: the sampling rule of docs/dataset.md, augmentation (io/augment.hpp), normalisation and layout
 // conversion, with the next batch prepared on a background thread.
 #include <algorithm>
 #include <condition_variable>

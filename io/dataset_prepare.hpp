@@ -1,5 +1,5 @@
 #pragma once
-// `hpctrain prepare`: public datasets to the DESIGN.md shard schema.
+// `hpctrain prepare`: public datasets to the shard schema of docs/dataset.md.
 #include <cstdint>
 #include <string>
 #include <vector>

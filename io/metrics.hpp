@@ -1,5 +1,5 @@
 #pragma once
-// metrics.jsonl writer (DESIGN.md "Metrics"): one JSON object per line with an `event` field,
+// metrics.jsonl writer (docs/metrics.md): one JSON object per line with an `event` field,
 // appended (a resumed run continues the same file) and flushed line by line so a killed job keeps
 // everything up to its last step. Only rank 0 writes.
 #include <cstdio>

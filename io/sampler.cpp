@@ -1,4 +1,4 @@
-// Epoch permutation and the per-rank slices of the DESIGN.md sampling rule.
+// Epoch permutation and the per-rank slices of the docs/dataset.md sampling rule.
 #include "io/sampler.hpp"
 
 #include <numeric>

@@ -1,5 +1,5 @@
 #pragma once
-// The DESIGN.md sampling rule as plain functions of (n, seed, epoch, step, rank, world_size), so the
+// The sampling rule of docs/dataset.md as plain functions of (n, seed, epoch, step, rank, world_size), so the
 // loader, tests and any future GPU-side loader agree on which sample goes where.
 #include <cstdint>
 #include <utility>

@@ -1,5 +1,5 @@
 #pragma once
-// Error types and exit codes (DESIGN.md "Exit codes"). Code throws; the CLI maps the exception type
+// Error types and exit codes (docs/exit_codes.md). Code throws; the CLI maps the exception type
 // to the exit code and makes every rank exit with it.
 #include <stdexcept>
 #include <string>

@@ -1,5 +1,5 @@
 // hpctrain prepare --format fashion-mnist|cifar10 --input DIR --output DIR [--shards N]
-//   [--test-shards N] [--gzip L]: converts a public dataset to the DESIGN.md shard schema.
+//   [--test-shards N] [--gzip L]: converts a public dataset to the shard schema of docs/dataset.md.
 // The test split is written as --test-shards files (default 1, i.e. DIR/test-00000-of-00001.h5);
 // --shards applies to the train split only. Only rank 0 converts when run under mpirun.
 #include <cstdio>

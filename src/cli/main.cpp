@@ -1,4 +1,4 @@
-// hpctrain: one executable, subcommands train | prepare | bench | doctor | inspect (DESIGN.md).
+// hpctrain: one executable, subcommands train | prepare | bench | doctor | inspect (docs/cli.md).
 // Errors become exit codes here: UsageError -> 2, anything else -> 1. With several ranks an error on
 // one rank ends the whole job through MPI_Abort so that no rank waits forever in a collective.
 #include <cstdio>

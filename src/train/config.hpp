@@ -1,6 +1,6 @@
 #pragma once
 // The run configuration: INI files (configs/*.ini) and --section.key flags through
-// Boost.Program_options; flags override the file. Keys and meanings follow DESIGN.md.
+// Boost.Program_options; flags override the file. Keys and meanings: docs/config.md.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,7 +15,7 @@ struct Config {
     bool allow_config_change = false;  ///< resume even if the model or global batch changed
   } run;
   struct Data {
-    std::string dir;                   ///< dataset directory (DESIGN.md schema)
+    std::string dir;                   ///< dataset directory (docs/dataset.md schema)
     bool synthetic = false;            ///< generated data instead of data.dir
     int64_t synthetic_samples = 4096;  ///< train samples when synthetic (test: a quarter)
     int synthetic_height = 32, synthetic_width = 32, synthetic_channels = 3, synthetic_classes = 10;

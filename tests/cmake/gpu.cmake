@@ -17,5 +17,5 @@ if(HT_HAVE_CUDA)
 endif()
 
 # Two ranks on the single GPU of the verification machine (refused, then shared through MPI). The
-# other gpu_train.py checks are registered in lead.cmake.
+# other gpu_train.py checks are registered in train.cmake.
 ht_add_script_test(gpu_train_shared_gpu gpu/gpu_train.py ARGS shared_gpu LABELS gpu TIMEOUT 300)

@@ -91,7 +91,7 @@ assert any(k.startswith("param/") for k in ta) and any(k.startswith("momentum/")
 diff = [k for k in ta if not k.startswith("buffer/") and not np.array_equal(ta[k], tb[k])]
 assert not diff, "tensors differ: %s (max |diff| %g)" % (diff[:5], max(float(np.max(np.abs(ta[k] - tb[k]))) for k in diff))
 # BatchNorm running statistics are per rank between checkpoints and saved as their average over
-# ranks (DESIGN.md), so the resumed run restarts from the average at the stop step while the
+# ranks (docs/checkpoint.md), so the resumed run restarts from the average at the stop step while the
 # uninterrupted one averages only at step 40: the same value up to float rounding (a few ulp).
 # They do not enter the training loss (batch statistics do), hence the exact losses above.
 bufs = [k for k in ta if k.startswith("buffer/")]

@@ -240,7 +240,7 @@ TEST_CASE("conv2d oneDNN: mismatched tensors throw RuntimeError", "[conv2d][cpu]
 // ---- Benchmark (hidden: run with `ht_unit_tests "[.bench]"`, OMP_NUM_THREADS=1) ----------------
 // Prints one CSV line per shape: median wall and minimum process-CPU forward and backward
 // (dx + dw [+ db]) milliseconds.
-// results/cpu/ops_bench.py runs the same shapes in PyTorch for comparison.
+// scripts/bench/ops_bench.py runs the same shapes in PyTorch for comparison.
 #include <chrono>
 #include <ctime>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The DESIGN.md sampling rule: coverage, reshuffling, determinism and world_size independence,
+// The sampling rule of docs/dataset.md: coverage, reshuffling, determinism and world_size independence,
 // eval coverage, resume, prefetch equivalence, normalisation and layout.
 #include <catch2/catch.hpp>
 

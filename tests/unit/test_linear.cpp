@@ -161,7 +161,7 @@ TEST_CASE("linear oneDNN: mismatched tensors throw RuntimeError", "[linear][cpu]
 
 // ---- Benchmark (hidden: run with `ht_unit_tests "[.bench]"`, OMP_NUM_THREADS=1) ----------------
 // One CSV line per shape: median wall and minimum process-CPU forward and backward (dx, dw, db) ms.
-// results/cpu/ops_bench.py runs the same shapes in PyTorch.
+// scripts/bench/ops_bench.py runs the same shapes in PyTorch.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch 1.13 CPU timings of the conv2d / linear shapes benchmarked by
 `ht_unit_tests "[conv2d_bench]"` / "[linear_bench]" (same shapes, fwd and bwd, median ms).
-Usage: OMP_NUM_THREADS=1 /usr/bin/python3 results/cpu/ops_bench.py [--batch 128] [--reps 5] [--only SUBSTR]"""
+Usage: OMP_NUM_THREADS=1 /usr/bin/python3 scripts/bench/ops_bench.py [--batch 128] [--reps 5] [--only SUBSTR]"""
 import argparse, time
 import torch
 

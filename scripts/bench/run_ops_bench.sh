@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Per-op conv2d/linear timings, hpctrain (oneDNN, ht::cpu::*) vs PyTorch 1.13 CPU, 1 thread, same
-# shapes. Usage: results/cpu/run_ops_bench.sh BUILD_DIR [BATCH] [REPS] > out.csv
+# shapes. Usage: scripts/bench/run_ops_bench.sh BUILD_DIR [BATCH] [REPS] > out.csv
 # Columns: *_cpu_min_ms = minimum process CPU time over REPS (robust on a shared machine);
 # *_ms = median wall time. Ratio = torch / hpctrain on (fwd + bwd) CPU time.
 set -euo pipefail
