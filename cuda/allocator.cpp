@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "src/base/bytes.hpp"
 #include "src/base/error.hpp"
 #include "src/base/tensor.hpp"
 
@@ -28,16 +29,6 @@ const std::string& current_layer() { return t_layer; }
 
 CurrentLayer::CurrentLayer(std::string name) : prev_(t_layer) { t_layer = std::move(name); }
 CurrentLayer::~CurrentLayer() { t_layer = std::move(prev_); }
-
-std::string format_bytes(uint64_t bytes) {
-  char buf[64];
-  const double b = static_cast<double>(bytes);
-  if (bytes >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof(buf), "%.2f GiB", b / (1u << 30));
-  else if (bytes >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof(buf), "%.1f MiB", b / (1u << 20));
-  else if (bytes >= (uint64_t{1} << 10)) std::snprintf(buf, sizeof(buf), "%.1f KiB", b / (1u << 10));
-  else std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
-  return buf;
-}
 
 std::string oom_message(const std::string& layer, size_t bytes_requested, size_t free_bytes, size_t total_bytes,
                         size_t pool_reserved_bytes, int device) {

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "src/base/bytes.hpp"
+
 namespace ht::cuda {
 
 /// Sets this thread's current layer name (empty = none).
@@ -36,8 +38,6 @@ class CurrentLayer {
 std::string oom_message(const std::string& layer, size_t bytes_requested, size_t free_bytes, size_t total_bytes,
                         size_t pool_reserved_bytes, int device);
 
-/// Bytes as "1.50 GiB" / "12.0 MiB" / "512 B".
-std::string format_bytes(uint64_t bytes);
 
 /// Device memory held by the allocator (reserved by the pool, in use by tensors, peak in use).
 struct MemoryStats {

@@ -6,6 +6,8 @@
 
 #include <mpi.h>
 
+#include "src/base/hash.hpp"
+
 #include "mpi/dist.hpp"
 
 namespace ht {
@@ -76,16 +78,13 @@ void GradBucketer::check_same_plan_on_all_ranks() const {
   MPI_Initialized(&inited);
   if (!inited) return;  // a stand-in communicator in a single-process test
   // FNV-1a over the bucket boundaries, kept below 2^62 so its negation fits.
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](int64_t v) {
-    for (int k = 0; k < 8; ++k) h = (h ^ ((static_cast<uint64_t>(v) >> (8 * k)) & 0xff)) * 1099511628211ull;
-  };
-  mix(static_cast<int64_t>(flat_.size()));
+  Fnv1a h;
+  h.update_int(static_cast<int64_t>(flat_.size()));
   for (const auto& b : plan_) {
-    mix(b.begin);
-    mix(b.end);
+    h.update_int(b.begin);
+    h.update_int(b.end);
   }
-  const long long mine = static_cast<long long>(h >> 2);
+  const long long mine = static_cast<long long>(h.value() >> 2);
   const long long hi = dist_max(mine), lo = -dist_max(-mine);
   if (hi != lo)
     throw RuntimeError("GradBucketer: rank " + std::to_string(comm_.rank()) +

@@ -11,16 +11,13 @@
 #include <thread>
 
 #include "mpi/check.hpp"
+#include "src/base/clock.hpp"
 
 namespace ht {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 // MPI counts are int: large spans go in chunks (each chunk is itself a complete collective).
 constexpr int64_t kMaxChunk = int64_t{1} << 30;

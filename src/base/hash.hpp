@@ -11,7 +11,7 @@ namespace ht {
 
 class Fnv1a {
  public:
-  static constexpr uint64_t kOffset = 1469598103934665603ull;
+  static constexpr uint64_t kOffset = 14695981039346656037ull;  // 0xcbf29ce484222325
   static constexpr uint64_t kPrime = 1099511628211ull;
 
   /// Mixes `n` bytes at `data`.

@@ -90,28 +90,32 @@ std::optional<std::string> TestFaults::text_for_rank(std::string_view name, int 
   }
 }
 
+namespace {
+/// Parses the whole of `v` with `conv` (std::stoll or std::stod); UsageError naming name and value.
+template <class T, class Conv>
+T parse_fault_value(std::string_view name, const std::string& v, Conv conv, const char* what) {
+  try {
+    size_t used = 0;
+    T x = conv(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("HT_TEST_FAULTS: " + std::string(name) + "=" + v + " is not " + what);
+}
+}  // namespace
+
 int64_t TestFaults::integer(std::string_view name, int64_t fallback) const {
   auto v = text(name);
   if (!v) return fallback;
-  try {
-    size_t used = 0;
-    int64_t x = std::stoll(*v, &used);
-    if (used == v->size()) return x;
-  } catch (const std::exception&) {
-  }
-  throw UsageError("HT_TEST_FAULTS: " + std::string(name) + "=" + *v + " is not an integer");
+  return parse_fault_value<int64_t>(name, *v, [](const std::string& s, size_t* u) { return std::stoll(s, u); },
+                                    "an integer");
 }
 
 double TestFaults::number(std::string_view name, double fallback) const {
   auto v = text(name);
   if (!v) return fallback;
-  try {
-    size_t used = 0;
-    double x = std::stod(*v, &used);
-    if (used == v->size()) return x;
-  } catch (const std::exception&) {
-  }
-  throw UsageError("HT_TEST_FAULTS: " + std::string(name) + "=" + *v + " is not a number");
+  return parse_fault_value<double>(name, *v, [](const std::string& s, size_t* u) { return std::stod(s, u); },
+                                   "a number");
 }
 
 }  // namespace ht

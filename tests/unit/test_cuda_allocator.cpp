@@ -5,6 +5,7 @@
 #include "cuda/cuda_context.hpp"
 
 using namespace ht::cuda;
+using ht::format_bytes;
 
 TEST_CASE("oom_message gives layer, bytes, free/total memory and remedies", "[cuda_alloc]") {
   const std::string m = oom_message("layer2.0.conv1", size_t{3} << 30, size_t{512} << 20, size_t{80} << 30,
