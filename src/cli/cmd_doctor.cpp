@@ -64,9 +64,14 @@ void print_help() {
 /// cuda or cpu, and a number that is not a non-negative number.
 DoctorOptions parse_options(const Args& args) {
   po::options_description desc;
-  desc.add_options()("run-dir", po::value<std::string>())("device", po::value<std::string>())(
-      "allow-shared-gpu", po::bool_switch())("allreduce-mb", po::value<std::string>())(
-      "min-free-gb", po::value<std::string>())("timeout-s", po::value<std::string>())("json", po::value<std::string>());
+  desc.add_options()  // values stay text here: they are checked below, with messages naming the option
+      ("run-dir", po::value<std::string>())
+      ("device", po::value<std::string>())
+      ("allow-shared-gpu", po::bool_switch())
+      ("allreduce-mb", po::value<std::string>())
+      ("min-free-gb", po::value<std::string>())
+      ("timeout-s", po::value<std::string>())
+      ("json", po::value<std::string>());
   namespace style = po::command_line_style;
   po::parsed_options parsed(&desc);
   try {
