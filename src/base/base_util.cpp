@@ -27,6 +27,12 @@ std::string format_bytes(uint64_t bytes) {
   return buf;
 }
 
+std::string format_gib(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / double(uint64_t{1} << 30));
+  return buf;
+}
+
 namespace {
 std::atomic<int> g_message_rank{-1};
 }

@@ -1,6 +1,9 @@
-"""hpctrain doctor under mpirun with 2 ranks on a machine without a GPU, then with faked environments
-(the test hooks documented in src/cli/cmd_doctor.cpp): each fault must produce its problem, with the
-exit code 1; clean setups exit 0. Usage: test_doctor.py FAKE_DRIVER_LIB (env: HT_BIN, HT_MPIEXEC)."""
+"""hpctrain doctor under mpirun with 2 ranks on a machine without a GPU: the real environment paths
+(this machine as it is, the dlopen of a fake driver library, the options, HDF5_USE_FILE_LOCKING), and
+faults injected through HT_TEST_FAULTS (src/base/test_faults.hpp; the doctor.* names are listed in
+src/cli/doctor_probe.hpp) reaching the gathered report, its JSON and the exit code. Each problem's
+analysis and text is unit-tested on hand-made reports (tests/unit/test_doctor_analysis.cpp).
+Usage: test_doctor.py FAKE_DRIVER_LIB (env: HT_BIN, HT_MPIEXEC)."""
 import json
 import os
 import subprocess
@@ -12,14 +15,20 @@ MPIEXEC = os.environ.get("HT_MPIEXEC", "mpirun")
 FAKE_DRIVER = sys.argv[1]
 TMP = tempfile.mkdtemp(prefix="ht_doctor_")
 RUN_DIR = os.path.join(TMP, "runs")
-HOOKS = [k for k in os.environ if k.startswith("HT_DOCTOR_FAKE_") or k.startswith("HT_FAKE_CUDA")]
+HOOKS = [k for k in os.environ if k == "HT_TEST_FAULTS" or k.startswith("HT_FAKE_CUDA")]
 failures = []
+
+
+def faults(**kw):
+    """HT_TEST_FAULTS for doctor.NAME=VALUE pairs ('|' separates per-rank values)."""
+    return {"HT_TEST_FAULTS": ";".join(f"doctor.{k}={v}" for k, v in kw.items())}
 
 
 def doctor(env=None, args=(), np=2, want_rc=None, expect=(), absent=()):
     """Runs doctor; checks the exit code and that each string of `expect` is in stdout."""
     e = {k: v for k, v in os.environ.items() if k not in HOOKS and k not in ("HT_LIBCUDA", "HT_LIBNVML")}
     e.pop("CUDA_VISIBLE_DEVICES", None)
+    e.pop("HDF5_USE_FILE_LOCKING", None)
     e.update(env or {})
     js = os.path.join(TMP, "report.json")
     if os.path.exists(js):
@@ -57,20 +66,47 @@ if rep:
 doctor(args=["--device", "cpu", "--min-free-gb", "0"], want_rc=0,
        expect=["checking a CPU run", "[warning] gpu", "0 error(s)"])
 
-# 3. Two ranks given the same GPU UUID: both ranks and the GPU are named.
-shared = {"HT_DOCTOR_FAKE_GPU_UUIDS": "GPU-aaa,GPU-aaa"}
-doctor(shared, ["--min-free-gb", "0"], want_rc=1,
-       expect=["[error] binding: ranks 0 and 1 on host", "would both bind GPU GPU-aaa", "--dist.allow_shared_gpu"])
-# ... unless sharing is intended.
-doctor(shared, ["--min-free-gb", "0", "--allow-shared-gpu"], want_rc=0, expect=["[warning] binding"])
-# 4. One GPU for two ranks on a host.
-doctor({"HT_DOCTOR_FAKE_GPU_UUIDS": "GPU-aaa"}, ["--min-free-gb", "0"], want_rc=1,
-       expect=["runs 2 ranks but has only 1 distinct GPU(s) visible", "ppr:1:node"])
-# 5. Each rank with its own GPU (srun --gpus-per-task=1 style): clean.
-p, out, rep = doctor({"HT_DOCTOR_FAKE_GPU_UUIDS": "GPU-aaa;GPU-bbb"}, ["--min-free-gb", "0"], want_rc=0,
+# 3. Faked GPUs (HT_TEST_FAULTS doctor.gpu_uuids) go through the gather and the binding: two ranks given
+# the same GPU UUID are both named with the GPU (the NCCL check is skipped: the GPUs are not real) ...
+shared = faults(gpu_uuids="GPU-aaa,GPU-aaa")
+p, out, rep = doctor(shared, ["--min-free-gb", "0"], want_rc=1,
+                     expect=["[error] binding: ranks 0 and 1 on host", "would both bind GPU GPU-aaa", "--dist.allow_shared_gpu"])
+if "injecting test faults: doctor.gpu_uuids=GPU-aaa,GPU-aaa" not in p.stderr:
+    failures.append("no warning line about HT_TEST_FAULTS on stderr:\n" + p.stderr)
+# ... and a per-rank list ('|') gives each rank its own GPU (srun --gpus-per-task=1 style): clean.
+p, out, rep = doctor(faults(gpu_uuids="GPU-aaa|GPU-bbb"), ["--min-free-gb", "0"], want_rc=0,
                      expect=["GPU-aaa", "GPU-bbb", "No problems found."])
 if rep:
     assert rep["binding"]["uuid"] == ["GPU-aaa", "GPU-bbb"], rep["binding"]
+    assert [r["gpu"]["devices"][0]["name"] for r in rep["ranks"]] == ["fake GPU", "fake GPU"], rep["ranks"]
+
+# 4. Every other doctor.* fault at once: each reaches its rank's report (JSON) and its problem is listed.
+many = faults(hosts="nodeA|nodeB", exe_hash="1111|2222", cudnn_version="missing/90100", nccl_version="21803/22304",
+              mpi_version="Open MPI v4.1.4|Open MPI v5.0.3", hdf5_version="1.10.7", fstype="lustre",
+              free_bytes="1000000")
+p, out, rep = doctor(many, ["--device", "cpu"], want_rc=1, expect=[
+    "2 rank(s) on 2 host(s)", "cuDNN library not found at run time (built with 9.1.0)",
+    "NCCL 2.18.3 at run time is older than the 2.23.4", "different hpctrain executables", "binary 1111 on nodeA",
+    "binary 2222 on nodeB", "ranks run different MPI libraries", "Open MPI v5.0.3", "HDF5 1.10.7 at run time, built with",
+    "is on lustre (a network file system)", "export HDF5_USE_FILE_LOCKING=FALSE", "[error] disk",
+    "0.00 GiB free (< 2.00 GiB)"])
+if rep:
+    r0, r1 = rep["ranks"]
+    assert (r0["host"], r1["host"]) == ("nodeA", "nodeB"), rep["ranks"]
+    assert (r0["exe_hash"], r1["exe_hash"]) == ("1111", "2222")
+    assert r0["cudnn"] == {"built": 90100, "runtime": -1} and r1["nccl"] == {"built": 22304, "runtime": 21803}
+    assert (r0["mpi_library"], r1["mpi_library"]) == ("Open MPI v4.1.4", "Open MPI v5.0.3")
+    assert r1["hdf5_runtime"] == "1.10.7"
+    assert r1["run_dir"]["fs"] == "lustre" and r1["run_dir"]["network"] and r1["run_dir"]["free_bytes"] == 1e6
+    areas = {x["area"] for x in rep["problems"] if x["severity"] == "error"}
+    assert {"cudnn", "nccl", "binary", "mpi", "hdf5", "disk"} <= areas, rep["problems"]
+# 5. HDF5_USE_FILE_LOCKING=FALSE (read from the real environment) fixes locking on a network file system.
+doctor({**faults(fstype="lustre"), "HDF5_USE_FILE_LOCKING": "FALSE"}, ["--device", "cpu", "--min-free-gb", "0"],
+       want_rc=0, expect=["lustre (network)", "HDF5_USE_FILE_LOCKING=FALSE", "0 error(s)"], absent=["[error]"])
+# An unknown fault name is a usage error, so a test cannot silently inject nothing.
+p, _, _ = doctor({"HT_TEST_FAULTS": "doctor.gpu_uuid=GPU-aaa"}, want_rc=2)
+if "unknown fault 'doctor.gpu_uuid'" not in p.stderr:
+    failures.append("unknown fault name: " + p.stderr)
 
 # 6. The real dlopen path against the fake driver library: 2 GPUs, ranks bind 0 and 1.
 fake = {"HT_LIBCUDA": FAKE_DRIVER, "HT_FAKE_CUDA_DEVICES": "2"}
@@ -87,36 +123,12 @@ doctor({**fake, "HT_FAKE_CUDA_INIT": "100"}, ["--min-free-gb", "0"], want_rc=1,
 doctor({**fake, "CUDA_VISIBLE_DEVICES": "", "HT_FAKE_CUDA_INIT": "100"}, ["--min-free-gb", "0"], want_rc=1,
        expect=["CUDA_VISIBLE_DEVICES='' hides every GPU", "unset CUDA_VISIBLE_DEVICES"])
 
-# 10. cuDNN missing at run time / NCCL older than the one built with.
-cpu = ["--device", "cpu", "--min-free-gb", "0"]
-doctor({"HT_DOCTOR_FAKE_CUDNN_VERSION": "missing/90100"}, cpu, want_rc=1,
-       expect=["[error] cudnn", "cuDNN library not found at run time (built with 9.1.0)", "LD_LIBRARY_PATH"])
-doctor({"HT_DOCTOR_FAKE_NCCL_VERSION": "21803/22304"}, cpu, want_rc=1,
-       expect=["NCCL 2.18.3 at run time is older than the 2.23.4"])
-doctor({"HT_DOCTOR_FAKE_CUDNN_VERSION": "8907/90100"}, cpu, want_rc=1, expect=["different major version"])
-doctor({"HT_DOCTOR_FAKE_CUDNN_VERSION": "90100;90200"}, cpu, want_rc=1, expect=["ranks load different cuDNN"])
-# 11. Different binaries / MPI libraries on different hosts.
-doctor({"HT_DOCTOR_FAKE_HOSTS": "nodeA;nodeB", "HT_DOCTOR_FAKE_EXE_HASH": "1111;2222"}, cpu, want_rc=1,
-       expect=["2 rank(s) on 2 host(s)", "different hpctrain executables", "binary 1111 on nodeA",
-               "binary 2222 on nodeB"])
-doctor({"HT_DOCTOR_FAKE_MPI_VERSION": "Open MPI v4.1.4;Open MPI v5.0.3"}, cpu, want_rc=1,
-       expect=["ranks run different MPI libraries", "Open MPI v5.0.3"])
-# 12. HDF5 run-time library different from the headers.
-doctor({"HT_DOCTOR_FAKE_HDF5_VERSION": "1.10.7"}, cpu, want_rc=1, expect=["HDF5 1.10.7 at run time, built with"])
-# 13. Network file system with HDF5 file locking on; fixed by HDF5_USE_FILE_LOCKING=FALSE.
-doctor({"HT_DOCTOR_FAKE_FSTYPE": "lustre"}, cpu, want_rc=1,
-       expect=["is on lustre (a network file system)", "export HDF5_USE_FILE_LOCKING=FALSE"])
-doctor({"HT_DOCTOR_FAKE_FSTYPE": "lustre", "HDF5_USE_FILE_LOCKING": "FALSE"}, cpu, want_rc=0,
-       expect=["lustre (network)", "HDF5_USE_FILE_LOCKING=FALSE"])
-# 14. Little free space in the run directory.
-doctor({"HT_DOCTOR_FAKE_FREE_BYTES": "1000000"}, ["--device", "cpu"], want_rc=1,
-       expect=["[error] disk", "0.00 GiB free (< 2.00 GiB)"])
-# 15. Bad usage.
+# 10. Bad usage.
 p, _, _ = doctor(args=["--device", "tpu"], want_rc=2)
 if "cuda or cpu" not in p.stderr:
     failures.append("usage error message: " + p.stderr)
 
-# 16. Training on cuda without a usable GPU: exit 2 on every rank, saying why (CPU build: built without
+# 11. Training on cuda without a usable GPU: exit 2 on every rank, saying why (CPU build: built without
 # CUDA; CUDA build on this machine: the driver diagnosis from cuda/gpu_env).
 e = {k: v for k, v in os.environ.items() if k not in HOOKS}
 p = subprocess.run([MPIEXEC, "--oversubscribe", "-np", "2", BIN, "train", "--data.synthetic", "true",
