@@ -5,7 +5,7 @@ add_test(NAME torch_crosscheck
 set_tests_properties(torch_crosscheck PROPERTIES LABELS "torch" TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2")
 
 # Multi-rank training behaviour (mpirun): exactness across world sizes, uneven data, failures, NaN.
-foreach(t dp_exactness uneven rank_failure nan_skip quick_convergence bad_data)
+foreach(t dp_exactness uneven rank_failure nan_skip quick_convergence bad_data test_seams)
   ht_add_script_test(train_${t} train/train_tests.py ARGS ${t} LABELS train TIMEOUT 300)
 endforeach()
 
