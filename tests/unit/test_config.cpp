@@ -76,7 +76,7 @@ TEST_CASE("config: device, precision and schedule parse once into enums and prin
   CHECK(std::string(to_string(LrSchedule::cosine)) == "cosine");
 }
 
-TEST_CASE("config: a bad enum value names the key, the value and the choices; bf16/fp16 are refused", "[config]") {
+TEST_CASE("config: a bad enum value names the key, the value and the choices, and bf16/fp16 are refused", "[config]") {
   CHECK_THROWS_WITH(parse_config({"--data.synthetic", "--train.device", "gpu"}),
                     "command line: train.device = gpu: must be one of cpu, cuda, auto");
   CHECK_THROWS_WITH(parse_config({"--data.synthetic", "--train.precision", "fp8"}),

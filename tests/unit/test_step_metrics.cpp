@@ -36,7 +36,7 @@ TEST_CASE("step_metrics: the metrics.jsonl step record carries every figure unde
   CHECK_FALSE(j.contains("gpu_util_pct"));
 }
 
-TEST_CASE("step_metrics: a skipped step has a null loss; replica check and NVML fields when present", "[metrics]") {
+TEST_CASE("step_metrics: a skipped step has a null loss, the replica check and NVML fields appear when set", "[metrics]") {
   StepMetrics m;
   m.step = 4;
   m.epoch = 1;
