@@ -65,7 +65,7 @@ int bench_train(const Args& args) {
       auto j = nlohmann::json::parse(line);
       if (j["event"] == "step" && j["step"].get<int64_t>() > warmup) recs.push_back(j);
     }
-    nlohmann::json res = {{"benchmark", "train"}, {"model", cfg.model.name}, {"device", cfg.train.device},
+    nlohmann::json res = {{"benchmark", "train"}, {"model", cfg.model.name}, {"device", to_string(cfg.train.device)},
                           {"world_size", dist().world_size}, {"global_batch", cfg.train.global_batch},
                           {"micro_batch", trainer.micro_batch()}, {"accumulation_steps", cfg.train.accumulation_steps},
                           {"threads_per_rank", cfg.train.threads}, {"warmup_steps", warmup}, {"timed_steps", recs.size()},

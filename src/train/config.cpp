@@ -15,6 +15,45 @@ namespace po = boost::program_options;
 namespace ht {
 namespace {
 
+// The enum keys' spellings, in the order "must be one of" lists them.
+template <class E> struct EnumNames;
+template <> struct EnumNames<DeviceChoice> {
+  static constexpr std::pair<DeviceChoice, const char*> table[] = {
+      {DeviceChoice::cpu, "cpu"}, {DeviceChoice::cuda, "cuda"}, {DeviceChoice::automatic, "auto"}};
+};
+template <> struct EnumNames<Precision> {
+  static constexpr std::pair<Precision, const char*> table[] = {
+      {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}};
+};
+template <> struct EnumNames<LrSchedule> {
+  static constexpr std::pair<LrSchedule, const char*> table[] = {
+      {LrSchedule::constant, "constant"}, {LrSchedule::step, "step"}, {LrSchedule::cosine, "cosine"}};
+};
+
+template <class E> const char* enum_name(E v) {
+  for (const auto& [e, name] : EnumNames<E>::table)
+    if (e == v) return name;
+  return "?";
+}
+
+/// The value spelled `text`; UsageError "ORIGIN: key = text: must be one of a, b, c" otherwise.
+template <class E> E enum_from_text(const std::string& key, const std::string& text, const std::string& origin) {
+  std::string list;
+  for (const auto& [e, name] : EnumNames<E>::table) {
+    if (text == name) return e;
+    list += (list.empty() ? "" : ", ") + std::string(name);
+  }
+  throw UsageError(origin + ": " + key + " = " + text + ": must be one of " + list);
+}
+
+}  // namespace
+
+const char* to_string(DeviceChoice d) { return enum_name(d); }
+const char* to_string(Precision p) { return enum_name(p); }
+const char* to_string(LrSchedule s) { return enum_name(s); }
+
+namespace {
+
 // Every key once: the visitor gets (name, field, help). Parsing, printing and key listing all use it.
 template <class C, class F> void visit_keys(C& c, F&& f) {
   f("run.dir", c.run.dir, "run directory");
@@ -49,10 +88,6 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("train.eval", c.train.eval, "evaluate after each epoch");
   f("train.deterministic", c.train.deterministic, "deterministic algorithms only");
   f("train.threads", c.train.threads, "compute threads per rank (0 = auto)");
-  f("train.fail_at_step", c.train.fail_at_step, "test hook: fail at this step");
-  f("train.fail_rank", c.train.fail_rank, "test hook: rank that fails");
-  f("train.nan_at_step", c.train.nan_at_step, "test hook: NaN input at this step");
-  f("train.nan_rank", c.train.nan_rank, "test hook: rank given the NaN input");
   f("optim.lr", c.optim.lr, "peak learning rate");
   f("optim.momentum", c.optim.momentum, "SGD momentum");
   f("optim.weight_decay", c.optim.weight_decay, "L2 weight decay");
@@ -70,9 +105,6 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("checkpoint.mtbf_minutes", c.checkpoint.mtbf_minutes, "Young/Daly interval from this MTBF");
   f("checkpoint.async", c.checkpoint.async, "write checkpoints on a background thread");
   f("checkpoint.signals", c.checkpoint.signals, "signals that checkpoint and stop (exit 75)");
-  f("checkpoint.test_write_delay_ms", c.checkpoint.test_write_delay_ms, "test hook: slow writes down");
-  f("checkpoint.test_signal_at_step", c.checkpoint.test_signal_at_step, "test hook: raise SIGTERM after this step");
-  f("checkpoint.test_signal_rank", c.checkpoint.test_signal_rank, "test hook: rank that raises it");
   f("dist.bucket_mb", c.dist.bucket_mb, "gradient bucket size in MB");
   f("dist.allow_shared_gpu", c.dist.allow_shared_gpu, "allow two ranks on one GPU");
   f("dist.timeout_s", c.dist.timeout_s, "NCCL init and collective time limit");
@@ -85,6 +117,8 @@ template <class T> std::string fmt(const T& v) {
   std::ostringstream os;
   if constexpr (std::is_same_v<T, bool>) {
     os << (v ? "true" : "false");
+  } else if constexpr (std::is_enum_v<T>) {
+    os << to_string(v);
   } else if constexpr (std::is_floating_point_v<T>) {
     os << std::setprecision(std::numeric_limits<T>::max_digits10) << v;
   } else {
@@ -93,11 +127,18 @@ template <class T> std::string fmt(const T& v) {
   return os.str();
 }
 
-po::options_description make_description(Config& c) {
+// Enum keys are read as text and converted in validate(), so that a bad value gets the same message
+// as every other invalid value ("key = value: must be one of ..."). Key -> text as given.
+using EnumText = std::map<std::string, std::string, std::less<>>;
+
+po::options_description make_description(Config& c, EnumText& enum_text) {
   po::options_description d("hpctrain config");
   visit_keys(c, [&](const char* name, auto& field, const char* help) {
     using T = std::decay_t<decltype(field)>;
-    if constexpr (std::is_same_v<T, bool>)
+    if constexpr (std::is_enum_v<T>) {
+      std::string& text = enum_text[name] = to_string(field);
+      d.add_options()(name, po::value<std::string>(&text)->default_value(text, text), help);
+    } else if constexpr (std::is_same_v<T, bool>)
       d.add_options()(name, po::value<T>(&field)->default_value(field, fmt(field))->implicit_value(true), help);
     else
       d.add_options()(name, po::value<T>(&field)->default_value(field, fmt(field)), help);
@@ -122,7 +163,9 @@ void require(bool ok, const std::string& origin, const std::string& key, const s
   if (!ok) throw UsageError(origin + ": " + key + " = " + value + ": " + why);
 }
 
-void validate(const Config& c, const std::string& origin) {
+/// Converts the enum keys from `enum_text` into `c` and checks every value; UsageError naming the
+/// origin, key and value for the first invalid one.
+void validate(Config& c, const EnumText& enum_text, const std::string& origin) {
   auto oneof = [&](const std::string& key, const std::string& v, std::initializer_list<const char*> allowed) {
     for (auto* a : allowed)
       if (v == a) return;
@@ -131,9 +174,12 @@ void validate(const Config& c, const std::string& origin) {
     throw UsageError(origin + ": " + key + " = " + v + ": must be one of " + list);
   };
   oneof("model.name", c.model.name, {"fmnist_cnn", "resnet18_cifar", "resnet18", "resnet50", "mlp"});
-  oneof("train.device", c.train.device, {"cpu", "cuda", "auto"});
-  oneof("train.precision", c.train.precision, {"fp32", "tf32", "bf16", "fp16"});
-  oneof("optim.schedule", c.optim.schedule, {"constant", "step", "cosine"});
+  visit_keys(c, [&](const char* name, auto& field, const char*) {
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_enum_v<T>) field = enum_from_text<T>(name, enum_text.find(name)->second, origin);
+  });
+  require(c.train.precision == Precision::fp32 || c.train.precision == Precision::tf32, origin, "train.precision",
+          fmt(c.train.precision), "mixed precision is not implemented yet; use fp32 (or tf32 on GPUs)");
   require(c.train.global_batch > 0, origin, "train.global_batch", fmt(c.train.global_batch), "must be positive");
   require(c.train.accumulation_steps > 0, origin, "train.accumulation_steps", fmt(c.train.accumulation_steps),
           "must be positive");
@@ -202,7 +248,8 @@ std::string to_ini(const Config& c0) {
 static Config parse_impl(const std::vector<std::string>& args, std::vector<std::string>* extra,
                          const std::string* ini_text, const std::string& ini_origin) {
   Config c;
-  po::options_description d = make_description(c);
+  EnumText enum_text;
+  po::options_description d = make_description(c, enum_text);
   std::string config_file;
   po::options_description top("hpctrain train");
   top.add_options()("config", po::value<std::string>(&config_file), "INI config file");
@@ -252,7 +299,7 @@ static Config parse_impl(const std::vector<std::string>& args, std::vector<std::
   } catch (const po::error& e) {
     throw UsageError(origin + ": " + e.what());
   }
-  validate(c, vm.count("config") ? "config " + origin + " with command-line flags" : origin);
+  validate(c, enum_text, vm.count("config") ? "config " + origin + " with command-line flags" : origin);
   return c;
 }
 

@@ -41,19 +41,19 @@ int visible_gpus(std::string* why) {
 }
 }  // namespace
 
-Device select_device(const std::string& requested, int local_rank, bool allow_shared_gpu) {
+Device select_device(DeviceChoice requested, int local_rank, bool allow_shared_gpu) {
   std::string why;
   Device d = Device::cpu;
-  if (requested == "cpu") {
+  if (requested == DeviceChoice::cpu) {
     d = Device::cpu;
   } else {
     const int n = visible_gpus(&why);
     // ---- device binding (doctor/binding): "auto" picks cuda only when every rank sees a GPU, so all
     // ranks choose alike (collective) ----
     const bool all_have_gpus = !dist_any(n == 0);
-    if (all_have_gpus || (requested == "cuda" && built_with_cuda_backend())) {
+    if (all_have_gpus || (requested == DeviceChoice::cuda && built_with_cuda_backend())) {
       d = Device::cuda;
-    } else if (requested == "cuda") {
+    } else if (requested == DeviceChoice::cuda) {
       throw UsageError("train.device = cuda: " + why + ". Run 'hpctrain doctor' for a full diagnosis, or use --train.device cpu");
     } else if (n > 0) {
       why = "another rank sees no GPU";
@@ -70,8 +70,8 @@ Device select_device(const std::string& requested, int local_rank, bool allow_sh
   (void)allow_shared_gpu;
 #endif
   if (dist().rank == 0)
-    std::cout << "hpctrain: train.device = " << requested << " -> " << device_name(d)
-              << (d == Device::cpu && requested == "auto" ? " (" + why + ")" : std::string()) << "\n";
+    std::cout << "hpctrain: train.device = " << to_string(requested) << " -> " << device_name(d)
+              << (d == Device::cpu && requested == DeviceChoice::automatic ? " (" + why + ")" : std::string()) << "\n";
   return d;
 }
 

@@ -14,6 +14,7 @@
 #include "mpi/check.hpp"
 #include "io/metrics.hpp"
 #include "mpi/dist.hpp"
+#include "src/base/test_faults.hpp"
 #include "src/train/config.hpp"
 #include "src/train/sgd.hpp"
 #include "src/train/signals.hpp"
@@ -178,7 +179,7 @@ CheckpointManager::CheckpointManager(Trainer& trainer, CheckpointArgs args) : t_
     CheckpointWriteOptions o;
     o.keep_last = c.keep_last;
     o.keep_every = c.keep_every;
-    o.test_delay_ms = c.test_write_delay_ms;
+    o.test_delay_ms = TestFaults::get().number("ckpt_write_delay_ms", 0);  // TODO(io): the writer reads it itself
     writer_ = std::make_unique<CheckpointWriter>(t_.config().run.dir, o, c.async);
   }
   if (c.every_minutes > 0) interval_s_ = c.every_minutes * 60;
@@ -409,9 +410,11 @@ void CheckpointManager::report_completed() {
 bool CheckpointManager::step_end() {
   const Config& cfg = t_.config();
   const TrainProgress& p = t_.progress();
-  // Test hook: a real signal raised on one rank (the handler sets the flag like any delivery).
-  if (!raised_ && cfg.checkpoint.test_signal_at_step >= 0 && p.step == cfg.checkpoint.test_signal_at_step &&
-      rank_ == cfg.checkpoint.test_signal_rank) {
+  // Test hook (HT_TEST_FAULTS signal_at_step, signal_rank): a real signal raised on one rank (the
+  // handler sets the flag like any delivery).
+  const int64_t signal_at_step = TestFaults::get().integer("signal_at_step", -1);
+  if (!raised_ && signal_at_step >= 0 && p.step == signal_at_step &&
+      rank_ == TestFaults::get().integer("signal_rank", 0)) {
     raised_ = true;
     // Process-directed, as a real delivery (raise() targets this thread, which blocks it); the
     // receiver thread takes it asynchronously, so wait (bounded) for the flag to keep the test exact.

@@ -35,11 +35,11 @@ float learning_rate(const Config::Optim& o, int64_t step, int64_t total_steps, i
     return o.lr * static_cast<float>(step + 1) / static_cast<float>(o.warmup_steps);
   const int64_t t = step - o.warmup_steps;
   const int64_t T = std::max<int64_t>(1, total_steps - o.warmup_steps);
-  if (o.schedule == "cosine") {
+  if (o.schedule == LrSchedule::cosine) {
     const double frac = std::min(1.0, static_cast<double>(t) / static_cast<double>(T));
     return static_cast<float>(o.min_lr + 0.5 * (o.lr - o.min_lr) * (1.0 + std::cos(M_PI * frac)));
   }
-  if (o.schedule == "step") {
+  if (o.schedule == LrSchedule::step) {
     const int64_t epoch = steps_per_epoch > 0 ? step / steps_per_epoch : 0;
     const int64_t k = o.step_epochs > 0 ? epoch / o.step_epochs : 0;
     return static_cast<float>(o.lr * std::pow(o.step_gamma, static_cast<double>(k)));

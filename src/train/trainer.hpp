@@ -1,7 +1,9 @@
 #pragma once
 // The trainer: data -> forward -> backward (gradient buckets averaged across ranks while backward
-// runs) -> optimizer -> metrics, with evaluation after each epoch. One object per rank; every rank
-// runs the same steps in the same order (collectives inside must match).
+// runs) -> non-finite check -> optimizer -> metrics, with evaluation after each epoch. One object
+// per rank; every rank runs the same steps in the same order (collectives inside must match).
+// Files: trainer_setup.cpp (construction), trainer.cpp (the run and the step), trainer_eval.cpp
+// (evaluation, replica check), trainer_state.cpp (tensors for checkpoints).
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +19,7 @@
 #include "src/train/config.hpp"
 #include "src/nn/models.hpp"
 #include "src/train/sgd.hpp"
+#include "src/train/step_metrics.hpp"
 #include "cuda/h2d_feeder.hpp"
 
 namespace ht {
@@ -51,9 +54,12 @@ struct CheckpointHooks {
 class Trainer {
  public:
   /// Sets up device, data, model, optimizer and communication from `cfg`. Throws UsageError for
-  /// bad config or data (every rank sees the same error), RuntimeError otherwise.
+  /// bad config or data (every rank sees the same error), RuntimeError otherwise. Collective.
   explicit Trainer(const Config& cfg);
   ~Trainer();
+  /// Trains from progress() to total_steps() (evaluating after each epoch), writing metrics.jsonl
+  /// on rank 0; the checkpoint hooks may stop it early. Collective. Throws RuntimeError when a
+  /// rank fails or train.max_nonfinite_steps steps in a row are skipped.
   TrainSummary run();
 
   // ---- State access for checkpoints (io/checkpoint) ----
@@ -80,21 +86,77 @@ class Trainer {
   /// metrics.jsonl writer (rank 0; nullptr elsewhere).
   MetricsWriter* metrics() { return metrics_.get(); }
 
+
  private:
+  /// Test-only faults read once from HT_TEST_FAULTS (src/base/test_faults.hpp). Step -1: off;
+  /// rank -1: every rank.
+  struct InjectedFaults {
+    int64_t fail_at_step = -1;  ///< throw RuntimeError at this step (on fail_rank)
+    int fail_rank = -1;
+    int64_t nan_at_step = -1;   ///< NaN into the first input value at this step (on nan_rank)
+    int nan_rank = -1;
+    bool nan_done = false;      ///< once: a skipped step does not advance the step counter
+  };
+  /// This rank's loss and finiteness before the ranks agree.
+  struct LocalPass {
+    double loss = 0;            ///< mean over this rank's micro-batches
+    bool nonfinite = false;     ///< some micro-batch's loss was not finite
+  };
+
+  // ---- set-up (trainer_setup.cpp), in order ----
   /// Device, data, model, optimizer and run directory: local work, no collectives.
   void setup_local(int& threads);
+  /// Reads HT_TEST_FAULTS into faults_; rank 0 warns on stderr when faults are injected.
+  void setup_test_faults();
+  /// train.device, cuDNN options and compute threads (returned).
+  int setup_device();
+  /// micro_batch_ = global_batch / (world_size x accumulation_steps); UsageError if not whole.
+  void setup_batch();
+  /// Train and test datasets and loaders, steps per epoch and total steps.
+  void setup_data();
+  /// The model (initialised from run.seed) and its optimizer.
+  void setup_model();
   /// Communicator, parameter broadcast, gradient buckets, metrics file (collective).
   void setup_distributed(int threads);
-  /// One optimizer step over this rank's share of the global batch. Returns false when skipped
-  /// because a loss or gradient was not finite on some rank.
-  bool train_step(const Tensor& images, const Tensor& labels, nlohmann::json& rec);
+  /// Every rank starts from rank 0's parameters and buffers; gradient buckets when world_size > 1.
+  void setup_communication();
+  /// NVML sampling of the bound GPU and the timeline (trace.enabled).
+  void setup_monitoring();
+  /// Rank 0: run.dir/config.ini, metrics.jsonl and the one-line run description.
+  void open_run_files(int threads);
+
+  // ---- the run and the step (trainer.cpp) ----
+  /// One optimizer step, top to bottom: data, forward, backward with bucketed exchange, non-finite
+  /// check, optimizer, metrics. False (nothing done) when the epoch has no batch left.
+  bool step(int epoch);
   /// This rank's next train batch on the compute device (GPU: staged one batch ahead through
   /// pinned memory and the copy stream). False at the end of the epoch.
   bool next_batch(Tensor& images, Tensor& labels);
+  /// HT_TEST_FAULTS fail_at_step / nan_at_step for the step about to run.
+  void inject_faults(Tensor& images);
+  /// Forward and backward over the micro-batches; the last backward feeds the gradient buckets,
+  /// which average across ranks while it runs. Fills forward_ms, backward_ms.
+  LocalPass forward_backward(const Tensor& images, const Tensor& labels, StepMetrics& m);
+  /// Waits for the buckets and agrees with every rank whether the step is finite (loss and
+  /// gradients); fills allreduce_ms and the global loss. True: apply the update.
+  bool exchange_and_check(const LocalPass& local, StepMetrics& m);
+  /// Applies the SGD update with m.lr; fills optimizer_ms.
+  void optimizer_step(StepMetrics& m);
+  /// Counts the step in progress_ (applied or skipped); throws RuntimeError after
+  /// train.max_nonfinite_steps skipped steps in a row.
+  void advance_progress(const StepMetrics& m);
+  /// Replica check, NVML figures, the metrics.jsonl record and the progress line (rank 0).
+  void record_step(StepMetrics& m, int64_t trace_begin_us);
+  void log_progress(const StepMetrics& m, double elapsed_s);
+  /// Evaluation at the end of an epoch (or of a run that max_steps ended inside one).
+  void end_epoch(int epoch, bool stop, bool interrupted);
+  void write_run_start();
+  void write_run_end(double wall_s);
+
+  // ---- evaluation and checks (trainer_eval.cpp) ----
   void evaluate(int epoch);
   /// Verifies that every rank holds bit-identical parameters; throws RuntimeError otherwise.
   bool check_replicas();
-  void log_progress(const nlohmann::json& rec, double elapsed_s);
 
   Config cfg_;
   std::unique_ptr<NvmlMonitor> nvml_;  ///< GPU runs: utilisation, memory, temperature, power into `step`
@@ -113,8 +175,10 @@ class Trainer {
   std::unique_ptr<MetricsWriter> metrics_;
   TrainProgress prog_;
   TrainSummary summary_;
+  int64_t run_start_step_ = 0;  ///< prog_.step when run() began (for the ETA)
+  double train_s_ = 0;          ///< seconds spent in steps during run()
+  InjectedFaults faults_;
   Tensor x_dev_, y_dev_, probs_, dlogits_, buffers_backup_;
-  bool nan_injected_ = false;
   Batch host_batch_;                       // the loader's output (host)
   std::unique_ptr<cuda::H2DFeeder> feeder_;  // GPU runs: host-to-device pipeline
   bool staged_ = false;                    // feeder_ holds the next batch

@@ -20,12 +20,13 @@ check(rc == 0, f"straight run exits 0 (got {rc})") or print(out)
 
 # ---- crash safety ----
 d = fresh_dir("crash")
-args = BASE + ["--run.dir", d, "--checkpoint.test_write_delay_ms", "60"]
+args = BASE + ["--run.dir", d]
+slow = faults(ckpt_write_delay_ms=60)
 rng = random.Random(2026)
 resumed, cleaned, kills = [], 0, 0
 last = 0
 for i in range(20):
-    p = start(args)
+    p = start(args, env=slow)
     # a random point of the remaining run: after some step, plus up to 80 ms (often inside a write)
     target = min(38, last + rng.randint(1, 3))
     wait_for_step(d, target, p, timeout=60)
@@ -46,7 +47,7 @@ for i in range(20):
             check(False, f"kill {i}: LATEST names an unreadable checkpoint: {e}")
     if p.returncode == 0:
         break
-rc, out = run(args)
+rc, out = run(args, env=slow)
 cleaned += out.count("removed leftover temporary file")
 check(rc == 0, f"final rerun finishes (exit {rc})") or print(out)
 check(kills >= 10, f"{kills} SIGKILLs landed while the job ran")
@@ -60,7 +61,7 @@ check(all(l[s] == losses(ref)[s] for s in l), "the last loss logged for every st
 
 # ---- corruption: a run stopped at step 30 has checkpoints 28 and 30 ----
 base = fresh_dir("stopped")
-rc, out = run(BASE + ["--run.dir", base, "--checkpoint.test_signal_at_step", "30"])
+rc, out = run(BASE + ["--run.dir", base], env=faults(signal_at_step=30))
 check(rc == 75, f"stopped run exits 75 (got {rc})")
 
 

@@ -13,7 +13,7 @@ ref = fresh_dir("w2_straight")
 rc, out = run(BASE + ["--run.dir", ref], np_ranks=2)
 check(rc == 0, f"straight 2-rank run exits 0 (got {rc})") or print(out)
 saved = fresh_dir("w2_stopped")
-rc, out = run(BASE + ["--run.dir", saved, "--checkpoint.test_signal_at_step", "13"], np_ranks=2)
+rc, out = run(BASE + ["--run.dir", saved], np_ranks=2, env=faults(signal_at_step=13))
 check(rc == 75, f"2-rank run stopped after step 13 (exit {rc})")
 
 for w in (1, 4):

@@ -19,8 +19,7 @@ check(sorted(ref_losses) == list(range(1, 21)), "straight run logged steps 1..20
 for name, step, rank in [("epoch_end_rank0", 16, 0), ("inside_epoch_rank1", 7, 1), ("second_epoch_rank1", 18, 1)]:
     d = fresh_dir(name)
     args = BASE + ["--run.dir", d]
-    rc, out = run(args + ["--checkpoint.test_signal_at_step", str(step), "--checkpoint.test_signal_rank", str(rank)],
-                  np_ranks=2)
+    rc, out = run(args, np_ranks=2, env=faults(signal_at_step=step, signal_rank=rank))
     check(rc == 75, f"{name}: SIGTERM on rank {rank} after step {step}: exit 75 (got {rc})") or print(out)
     check(f"stopped by SIGTERM after step {step}" in out or f"stopped by a signal on another rank after step {step}" in out,
           f"{name}: every rank stopped after step {step}")

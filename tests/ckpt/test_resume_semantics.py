@@ -23,7 +23,7 @@ def A(*extra, **over):
 
 
 d = fresh_dir("sem")
-rc, out = run(A("--run.dir", d, "--checkpoint.test_signal_at_step", "6"))
+rc, out = run(A("--run.dir", d), env=faults(signal_at_step=6))
 check(rc == 75, f"run stopped after step 6 (exit {rc})")
 
 rc, out = run(A("--run.dir", d, train__global_batch="32"))

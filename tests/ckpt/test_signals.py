@@ -54,7 +54,7 @@ def path(name, extra, send, want_rc, env=None, lenient_finish=False):
     check(step > 0 and latest(d) == ckpt(d, step), f"{name}: LATEST names the stop checkpoint (step {step})")
     ints = state(ckpt(d, step))[1]
     check(ints["step"] == step, f"{name}: the stop checkpoint reads back (h5py, fletcher32)")
-    rc, out = run(args, np_ranks=2)
+    rc, out = run(args, np_ranks=2, env=env)
     check(rc == 0 and f"resumed from {ckpt(d, step)}" in out, f"{name}: the same command resumes from step {step}") or print(out)
     l = losses(d)
     check(sorted(l) == list(range(1, 31)) and all(l[s] == losses(ref)[s] for s in l), f"{name}: losses bitwise equal")
@@ -68,7 +68,7 @@ def usr1_twice(p):
     p.send_signal(signal.SIGUSR1)
 
 
-path("usr1_to_mpirun", ["--checkpoint.test_write_delay_ms", "1500"], usr1_twice, 75)
+path("usr1_to_mpirun", [], usr1_twice, 75, env=faults(ckpt_write_delay_ms=1500))
 path("term_to_rank1", [], lambda p: os.kill(sorted(rank_pids(p.pid))[-1], signal.SIGTERM), 75)
 # Grace raised from the default 1 s to 5 s (the README's advice) so a loaded test machine still fits: with
 # 2 s, one run under a load of ~6 was SIGKILLed before its stop checkpoint (no run_end, no checkpoint).

@@ -22,13 +22,15 @@ HT = os.environ["HT_BIN"]
 MPIEXEC = os.environ.get("HT_MPIEXEC", "mpirun")
 
 
-def train(run_dir, device, *extra, expect=0, ranks=0, model="fmnist_cnn"):
+def train(run_dir, device, *extra, expect=0, ranks=0, model="fmnist_cnn", faults=None):
+    """Trains 20 steps on synthetic data; `faults` ("name=value;...") goes to HT_TEST_FAULTS."""
     launcher = [MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", str(ranks)] if ranks else []
     cmd = launcher + [HT, "train", "--data.synthetic", "true", "--data.synthetic_samples", "4096", "--data.synthetic_height", "16",
            "--data.synthetic_width", "16", "--data.synthetic_channels", "1", "--model.name", model,
            "--train.global_batch", "64", "--train.epochs", "0", "--train.max_steps", "20", "--train.eval", "false",
            "--optim.lr", "0.05", "--run.dir", run_dir, "--train.device", device] + list(extra)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    env = dict(os.environ, **({"HT_TEST_FAULTS": faults} if faults else {}))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=env)
     if p.returncode != expect:
         print(p.stdout[-4000:])
         raise SystemExit(f"FAIL: {' '.join(cmd)} exited {p.returncode}, expected {expect}")
@@ -84,8 +86,7 @@ def exact_resume(tmp):
     straight, resumed = os.path.join(tmp, "straight"), os.path.join(tmp, "resumed")
     det = ["--train.deterministic", "true"]
     train(straight, "cuda", *det)
-    train(resumed, "cuda", *det, "--checkpoint.test_signal_at_step", "10", "--checkpoint.test_signal_rank", "0",
-          expect=75)
+    train(resumed, "cuda", *det, faults="signal_at_step=10;signal_rank=0", expect=75)
     train(resumed, "cuda", *det)
     # The second run must really have resumed at step 10 (a fresh restart of a deterministic run
     # would give the same losses and hide a broken resume): a resume event at step 10, and the first

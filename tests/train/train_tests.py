@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Multi-rank training tests driving the hpctrain binary under mpirun (issue: CPU engine).
 
-usage: train_tests.py dp_exactness | uneven | rank_failure | nan_skip | quick_convergence
+usage: train_tests.py dp_exactness | uneven | rank_failure | nan_skip | quick_convergence | bad_data | test_seams
 Environment (set by ctest): HT_BIN (hpctrain), HT_MPIEXEC (mpirun), OMPI_* for root/oversubscribe.
 """
 import json
@@ -15,10 +15,12 @@ HT = os.environ["HT_BIN"]
 MPIRUN = os.environ.get("HT_MPIEXEC", "mpirun")
 
 
-def run(np_, args, timeout=240, expect=0):
+def run(np_, args, timeout=240, expect=0, faults=None):
+    """mpirun -np np_ hpctrain train ARGS; `faults` ("name=value;...") goes to HT_TEST_FAULTS."""
     cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "-np", str(np_), HT, "train"] + args
+    env = dict(os.environ, **({"HT_TEST_FAULTS": faults} if faults else {}))
     t0 = time.time()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, env=env)
     dt = time.time() - t0
     if expect is not None and p.returncode != expect:
         print(p.stdout)
@@ -78,8 +80,8 @@ def uneven(tmp):
 def rank_failure(tmp):
     """A rank that fails at step 5 of 4 ranks ends the whole job, non-zero, naming it, within 30 s."""
     d = os.path.join(tmp, "fail")
-    p, dt = run(4, base(d, "--train.global_batch", "64", "--train.epochs", "1", "--train.fail_at_step", "5",
-                        "--train.fail_rank", "2"), timeout=60, expect=None)
+    p, dt = run(4, base(d, "--train.global_batch", "64", "--train.epochs", "1"), timeout=60, expect=None,
+                faults="fail_at_step=5;fail_rank=2")
     assert p.returncode != 0, "job with a failed rank exited 0"
     assert "rank 2" in p.stdout and "step 5" in p.stdout, p.stdout[-2000:]
     assert dt < 30, f"job took {dt:.1f} s to end"
@@ -90,7 +92,7 @@ def nan_skip(tmp):
     """NaN in one rank's input at step 3: all ranks skip that step together, the run continues."""
     d = os.path.join(tmp, "nan")
     run(2, base(d, "--train.global_batch", "64", "--train.max_steps", "8", "--train.epochs", "0",
-                "--train.nan_at_step", "3", "--train.nan_rank", "1", "--dist.check_replicas_every", "1"))
+                "--dist.check_replicas_every", "1"), faults="nan_at_step=3;nan_rank=1")
     steps = metrics(d, "step")
     skipped = [s for s in steps if s["skipped"]]
     assert len(skipped) == 1 and skipped[0]["step"] == 4, skipped
@@ -138,6 +140,40 @@ def bad_data(tmp):
     for r in (0, 1):
         assert f"error (rank {r}): " in p.stdout and "train-00001-of-00002.h5" in p.stdout, p.stdout[-2000:]
     print(f"bad data: exit 2 on both ranks naming the shard ({dt:.1f} s)")
+
+
+REMOVED_KEYS = ("fail_at_step", "fail_rank", "nan_at_step", "nan_rank", "test_write_delay_ms", "test_signal_at_step",
+                "test_signal_rank")
+
+
+def test_seams(tmp):
+    """Fault injection is not configuration: --help, config.ini and the run_start config (the text the
+    checkpoint's config hash is taken over) name none of the test-only keys, which are now unknown
+    keys; HT_TEST_FAULTS injects instead, rank 0 warns once on stderr, and an unknown fault name
+    exits 2 naming it."""
+    h = subprocess.run([HT, "train", "--help"], capture_output=True, text=True, timeout=60)
+    assert h.returncode == 0 and "--train.max_steps" in h.stdout and "--checkpoint.every_steps" in h.stdout, h.stdout
+    for k in REMOVED_KEYS:
+        assert k not in h.stdout + h.stderr, f"--help lists {k}"
+    d = os.path.join(tmp, "seams")
+    spec = "fail_at_step=1000;nan_at_step=1000"  # active, but past the end of the run
+    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "-np", "2", HT, "train"] + base(
+        d, "--train.global_batch", "64", "--train.max_steps", "2", "--train.epochs", "0", "--train.eval", "false")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, HT_TEST_FAULTS=spec))
+    assert p.returncode == 0, p.stdout + p.stderr
+    warn = [l for l in p.stderr.splitlines() if "HT_TEST_FAULTS is set" in l]
+    assert warn == ["hpctrain: warning: HT_TEST_FAULTS is set: injecting faults: " + spec], p.stderr
+    assert "HT_TEST_FAULTS" not in p.stdout, "the warning belongs on stderr"
+    ini = open(os.path.join(d, "config.ini")).read()
+    start_cfg = metrics(d, "run_start")[0]["config"]
+    assert "[checkpoint]" in ini and "max_steps = 2" in ini and start_cfg == ini, ini
+    for k in REMOVED_KEYS:
+        assert k not in ini, f"config.ini has {k}"
+    p, _ = run(2, base(os.path.join(tmp, "old_key"), "--train.fail_at_step", "3"), timeout=60, expect=2)
+    assert "unknown config key 'train.fail_at_step'" in p.stdout, p.stdout[-2000:]
+    p, _ = run(2, base(os.path.join(tmp, "typo")), timeout=60, expect=2, faults="fail_at_stpe=3")
+    assert "HT_TEST_FAULTS: unknown fault 'fail_at_stpe'" in p.stdout, p.stdout[-2000:]
+    print("test seams: no test-only key in --help or config.ini; HT_TEST_FAULTS warns once; a typo exits 2")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "src/train/config.hpp"
+#include "src/train/sgd.hpp"
 #include "src/base/error.hpp"
 
 using namespace ht;
@@ -44,4 +47,78 @@ TEST_CASE("config: invalid values name key and value", "[config]") {
   Config c = parse_config({"--data.synthetic", "--init-from", "x.h5"}, &extra);
   REQUIRE(extra.size() == 2);
   CHECK(extra[0] == "--init-from");
+}
+
+TEST_CASE("config: device, precision and schedule parse once into enums and print as they were given", "[config]") {
+  Config d = parse_config({"--data.synthetic"});
+  CHECK(d.train.device == DeviceChoice::automatic);
+  CHECK(d.train.precision == Precision::fp32);
+  CHECK(d.optim.schedule == LrSchedule::cosine);
+  const std::string di = to_ini(d);
+  CHECK(di.find("device = auto\n") != std::string::npos);
+  CHECK(di.find("precision = fp32\n") != std::string::npos);
+  CHECK(di.find("schedule = cosine\n") != std::string::npos);
+
+  Config c = parse_config({"--data.synthetic", "--train.device", "cuda", "--train.precision", "tf32", "--optim.schedule",
+                           "step"});
+  CHECK(c.train.device == DeviceChoice::cuda);
+  CHECK(c.train.precision == Precision::tf32);
+  CHECK(c.optim.schedule == LrSchedule::step);
+  Config back = parse_config_text(to_ini(c), "round-trip");
+  CHECK(back.train.device == DeviceChoice::cuda);
+  CHECK(back.train.precision == Precision::tf32);
+  CHECK(back.optim.schedule == LrSchedule::step);
+  CHECK(to_ini(back) == to_ini(c));
+  CHECK(parse_config({"--data.synthetic", "--train.device", "cpu"}).train.device == DeviceChoice::cpu);
+  CHECK(parse_config({"--data.synthetic", "--optim.schedule", "constant"}).optim.schedule == LrSchedule::constant);
+  CHECK(std::string(to_string(DeviceChoice::automatic)) == "auto");
+  CHECK(std::string(to_string(Precision::bf16)) == "bf16");
+  CHECK(std::string(to_string(LrSchedule::cosine)) == "cosine");
+}
+
+TEST_CASE("config: a bad enum value names the key, the value and the choices, and bf16/fp16 are refused", "[config]") {
+  CHECK_THROWS_WITH(parse_config({"--data.synthetic", "--train.device", "gpu"}),
+                    "command line: train.device = gpu: must be one of cpu, cuda, auto");
+  CHECK_THROWS_WITH(parse_config({"--data.synthetic", "--train.precision", "fp8"}),
+                    "command line: train.precision = fp8: must be one of fp32, tf32, bf16, fp16");
+  CHECK_THROWS_WITH(parse_config({"--data.synthetic", "--optim.schedule", "linear"}),
+                    "command line: optim.schedule = linear: must be one of constant, step, cosine");
+  for (const char* p : {"bf16", "fp16"})
+    CHECK_THROWS_WITH(parse_config({"--data.synthetic", "--train.precision", p}),
+                      "command line: train.precision = " + std::string(p) +
+                          ": mixed precision is not implemented yet; use fp32 (or tf32 on GPUs)");
+  CHECK_THROWS_WITH(parse_config_text("[data]\nsynthetic = true\n[train]\nprecision = bf16\n", "my.ini"),
+                    Catch::StartsWith("my.ini: train.precision = bf16: mixed precision is not implemented yet"));
+}
+
+TEST_CASE("config: no test-only keys (faults come from HT_TEST_FAULTS, src/base/test_faults.hpp)", "[config]") {
+  const std::vector<std::string> removed = {"train.fail_at_step", "train.fail_rank", "train.nan_at_step",
+                                            "train.nan_rank", "checkpoint.test_write_delay_ms",
+                                            "checkpoint.test_signal_at_step", "checkpoint.test_signal_rank"};
+  const auto keys = config_keys();
+  const std::string ini = to_ini(parse_config({"--data.synthetic"}));
+  for (const auto& k : removed) {
+    CHECK(std::find(keys.begin(), keys.end(), k) == keys.end());
+    CHECK(ini.find(k.substr(k.find('.') + 1)) == std::string::npos);
+    CHECK_THROWS_WITH(parse_config({"--data.synthetic", "--" + k, "3"}),
+                      Catch::Contains("unknown config key '" + k + "'"));
+  }
+  CHECK(ini.find("\ntest_") == std::string::npos);
+}
+
+TEST_CASE("config: the schedule enum drives learning_rate", "[config]") {
+  Config::Optim o;
+  o.lr = 0.5f;
+  o.min_lr = 0.1f;
+  o.step_epochs = 2;
+  o.step_gamma = 0.5f;
+  o.schedule = LrSchedule::constant;
+  CHECK(learning_rate(o, 7, 10, 2) == 0.5f);
+  o.schedule = LrSchedule::step;  // step 7 of 2 steps/epoch = epoch 3: one decay
+  CHECK(learning_rate(o, 7, 10, 2) == 0.25f);
+  CHECK(learning_rate(o, 8, 10, 2) == 0.125f);  // epoch 4: two decays
+  o.schedule = LrSchedule::cosine;
+  CHECK(learning_rate(o, 0, 10, 2) == 0.5f);
+  CHECK(learning_rate(o, 5, 10, 2) == Approx(0.3f));
+  CHECK(learning_rate(o, 10, 10, 2) == Approx(0.1f));
 }

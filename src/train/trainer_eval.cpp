@@ -1,0 +1,74 @@
+// Evaluation on the test split and the replica check: the trainer's read-only passes over the
+// model, both collective.
+#include <cstdio>
+
+#include "mpi/check.hpp"
+#include "mpi/dist.hpp"
+#include "src/base/clock.hpp"
+#include "src/base/hash.hpp"
+#include "src/ops/softmax_xent.hpp"
+#include "src/train/trainer.hpp"
+
+namespace ht {
+
+bool Trainer::check_replicas() {
+  // FNV-1a over the parameter bytes; every rank must hold exactly rank 0's parameters.
+  Tensor host = model_->params().flat_values().to(Device::cpu);
+  Fnv1a fnv;
+  fnv.update(host.raw(), host.nbytes());
+  const uint64_t h = fnv.value();
+  uint64_t lo = h, hi = h;
+  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  if (lo != hi)
+    throw RuntimeError("step " + std::to_string(prog_.step) + ": parameters differ between ranks (rank " +
+                       std::to_string(rank_) + " hash " + std::to_string(h) + ")");
+  return true;
+}
+
+void Trainer::evaluate(int epoch) {
+  const auto t0 = SteadyClock::now();
+  // Running statistics differ per rank (each saw its own samples): average them first.
+  auto& bufs = model_->params().flat_buffers();
+  if (world_ > 1) comm_->allreduce_average(std::span<float>(bufs.data<float>(), static_cast<size_t>(bufs.numel())));
+  double loss_sum = 0, correct = 0, count = 0;
+  test_loader_->start_epoch(0);
+  Batch b;
+  PassOptions po;
+  po.training = false;
+  while (test_loader_->next(b)) {
+    const Tensor* x = &b.images;
+    const Tensor* y = &b.labels;
+    if (device_ != Device::cpu) {
+      x_dev_.ensure(b.images.shape(), DType::f32, device_);
+      y_dev_.ensure(b.labels.shape(), DType::i32, device_);
+      x_dev_.copy_from(b.images);
+      y_dev_.copy_from(b.labels);
+      x = &x_dev_;
+      y = &y_dev_;
+    }
+    const Tensor& logits = model_->forward(*x, po);
+    probs_.ensure(logits.shape(), DType::f32, device_);
+    int64_t c = 0;
+    const double l = softmax_xent_forward(logits, *y, 0.f, probs_, &c);
+    const double n = static_cast<double>(b.labels.numel());
+    loss_sum += l * n;
+    correct += static_cast<double>(c);
+    count += n;
+  }
+  loss_sum = dist_sum(loss_sum);
+  correct = dist_sum(correct);
+  count = dist_sum(count);
+  summary_.test_loss = count > 0 ? loss_sum / count : 0;
+  summary_.test_top1 = count > 0 ? correct / count : 0;
+  if (rank_ == 0) {
+    const double ms = ms_since(t0);
+    std::printf("[epoch %d] test loss %.4f top1 %.4f over %.0f samples (%.1f s)\n", epoch + 1, summary_.test_loss,
+                summary_.test_top1, count, ms / 1000);
+    std::fflush(stdout);
+    metrics_->write({{"event", "eval"}, {"epoch", epoch + 1}, {"step", prog_.step}, {"loss", summary_.test_loss},
+                     {"top1", summary_.test_top1}, {"samples", static_cast<int64_t>(count)}, {"eval_ms", ms}});
+  }
+}
+
+}  // namespace ht

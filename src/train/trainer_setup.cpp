@@ -1,0 +1,200 @@
+// Trainer set-up, in the order it runs: test faults, device, batch arithmetic, data, model and
+// optimizer, run directory (local work whose usage errors all ranks agree on); then communication,
+// monitoring and the run files (collective).
+#include <omp.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cuda/cuda_context.hpp"
+#include "cuda/gpu_env.hpp"
+#include "mpi/check.hpp"
+#include "mpi/gpu/communicator_factory.hpp"
+#include "mpi/dist.hpp"
+#include "src/base/clock.hpp"
+#include "src/base/test_faults.hpp"
+#include "src/train/device_select.hpp"
+#include "src/train/trainer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ht {
+
+Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
+  const auto& d = dist();
+  rank_ = d.rank;
+  world_ = d.world_size;
+  // Everything up to the model is local work that validates what every rank sees alike (config,
+  // device, dataset shards, run directory): errors are agreed so that all ranks exit 2 together,
+  // each naming the problem, instead of one rank aborting the others.
+  int threads = 1;
+  collective_usage_check([&] { setup_local(threads); });
+  setup_distributed(threads);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::setup_local(int& threads) {
+  setup_test_faults();
+  threads = setup_device();
+  setup_batch();
+  setup_data();
+  setup_model();
+  // ---- Run directory (rank 0 writes it) ----
+  if (rank_ == 0) {
+    std::error_code ec;
+    fs::create_directories(cfg_.run.dir, ec);
+    if (ec) throw UsageError("run.dir = " + cfg_.run.dir + ": cannot create directory: " + ec.message());
+  }
+}
+
+void Trainer::setup_test_faults() {
+  const TestFaults& tf = TestFaults::get();  // UsageError for an unknown name or a bad value
+  if (!tf.active()) return;
+  if (rank_ == 0) std::cerr << "hpctrain: warning: HT_TEST_FAULTS is set: injecting faults: " << tf.spec() << std::endl;
+  faults_.fail_at_step = tf.integer("fail_at_step", -1);
+  faults_.fail_rank = static_cast<int>(tf.integer("fail_rank", -1));
+  faults_.nan_at_step = tf.integer("nan_at_step", -1);
+  faults_.nan_rank = static_cast<int>(tf.integer("nan_rank", -1));
+}
+
+int Trainer::setup_device() {
+  const auto& d = dist();
+  device_ = select_device(cfg_.train.device, d.local_rank, cfg_.dist.allow_shared_gpu);
+  if (device_ == Device::cuda) {
+    cuda::Options co;
+    co.workspace_bytes = static_cast<size_t>(cfg_.cuda.workspace_mb) << 20;
+    co.deterministic = cfg_.train.deterministic;
+    co.allow_tf32 = cfg_.train.precision == Precision::tf32;
+    cuda::set_options(co);
+  }
+  const int threads =
+      cfg_.train.threads > 0 ? cfg_.train.threads : std::max(1, omp_get_num_procs() / std::max(1, d.local_size));
+  if (!std::getenv("OMP_NUM_THREADS") || cfg_.train.threads > 0) omp_set_num_threads(threads);
+  return threads;
+}
+
+void Trainer::setup_batch() {
+  // Global batch = world_size x micro-batch x accumulation steps.
+  const int denom = world_ * cfg_.train.accumulation_steps;
+  if (cfg_.train.global_batch % denom != 0)
+    throw UsageError("train.global_batch = " + std::to_string(cfg_.train.global_batch) +
+                     ": must be divisible by world_size (" + std::to_string(world_) + ") x train.accumulation_steps (" +
+                     std::to_string(cfg_.train.accumulation_steps) + ")");
+  micro_batch_ = cfg_.train.global_batch / denom;
+}
+
+void Trainer::setup_data() {
+  if (cfg_.data.synthetic) {
+    const auto& s = cfg_.data;
+    train_ds_ = make_synthetic_dataset(s.synthetic_samples, s.synthetic_height, s.synthetic_width, s.synthetic_channels,
+                                       s.synthetic_classes, cfg_.run.seed, "train");
+    test_ds_ = make_synthetic_dataset(std::max<int64_t>(s.synthetic_samples / 4, 1), s.synthetic_height,
+                                      s.synthetic_width, s.synthetic_channels, s.synthetic_classes, cfg_.run.seed, "test");
+  } else {
+    train_ds_ = open_sharded_dataset(cfg_.data.dir, "train");
+    test_ds_ = open_sharded_dataset(cfg_.data.dir, "test");
+  }
+  const DatasetInfo& info = train_ds_->info();
+  LoaderOptions lo;
+  lo.global_batch = cfg_.train.global_batch;
+  lo.rank = rank_;
+  lo.world_size = world_;
+  lo.seed = cfg_.run.seed;
+  lo.train = true;
+  lo.crop_padding = cfg_.data.crop_padding;
+  lo.flip = cfg_.data.flip;
+  lo.layout = Layout::NCHW;
+  lo.prefetch = cfg_.data.prefetch;
+  lo.limit = cfg_.data.limit_train;
+  train_loader_ = std::make_unique<DataLoader>(train_ds_, lo);
+  steps_per_epoch_ = train_loader_->steps_per_epoch();
+  n_train_ = cfg_.data.limit_train > 0 ? std::min(cfg_.data.limit_train, info.num_samples) : info.num_samples;
+  if (steps_per_epoch_ <= 0)
+    throw UsageError("train.global_batch = " + std::to_string(cfg_.train.global_batch) + ": larger than the " +
+                     std::to_string(n_train_) + " train samples, so an epoch has no step");
+  LoaderOptions eo = lo;
+  eo.train = false;
+  eo.crop_padding = 0;
+  eo.flip = false;
+  eo.eval_batch = cfg_.train.eval_batch;
+  eo.limit = cfg_.data.limit_test;
+  test_loader_ = std::make_unique<DataLoader>(test_ds_, eo);
+  total_steps_ = cfg_.train.epochs > 0 ? steps_per_epoch_ * cfg_.train.epochs : cfg_.train.max_steps;
+  if (cfg_.train.max_steps > 0) total_steps_ = std::min(total_steps_, cfg_.train.max_steps);
+}
+
+void Trainer::setup_model() {
+  const DatasetInfo& info = train_ds_->info();
+  ModelSpec spec;
+  spec.name = cfg_.model.name;
+  spec.num_classes = cfg_.model.num_classes > 0 ? cfg_.model.num_classes : info.num_classes;
+  spec.channels = info.channels;
+  spec.height = info.height;
+  spec.width = info.width;
+  spec.mlp_hidden = cfg_.model.mlp_hidden;
+  model_ = std::make_unique<Model>(spec, device_, cfg_.run.seed);
+  opt_ = std::make_unique<Sgd>(model_->params(), cfg_.optim);
+}
+
+void Trainer::setup_distributed(int threads) {
+  setup_communication();
+  setup_monitoring();
+  open_run_files(threads);
+  HT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+void Trainer::setup_communication() {
+  comm_ = make_communicator(device_, cfg_.dist.allow_shared_gpu, cfg_.dist.timeout_s);
+  auto& ps = model_->params();
+  auto span_of = [](Tensor& t) { return std::span<float>(t.data<float>(), static_cast<size_t>(t.numel())); };
+  comm_->broadcast(span_of(ps.flat_values()), 0);
+  comm_->broadcast(span_of(ps.flat_buffers()), 0);
+  if (world_ > 1) {
+    std::vector<ParamSlice> slices;
+    for (const auto& p : ps.params()) slices.push_back({p.offset, shape_numel(p.shape)});
+    bucketer_ = std::make_unique<GradBucketer>(*comm_, span_of(ps.flat_grads()), slices, cfg_.dist.bucket_mb);
+  }
+  buffers_backup_ = Tensor::empty(ps.flat_buffers().shape(), DType::f32, device_);
+}
+
+void Trainer::setup_monitoring() {
+  // NVML monitoring of the bound GPU (absent NVML: no fields).
+  if (device_ == Device::cuda) {
+    GpuEnv env = probe_gpu_env();
+    const int ord = cuda::device();
+    if (ord >= 0 && ord < static_cast<int>(env.devices.size()))
+      nvml_ = std::make_unique<NvmlMonitor>(env.devices[static_cast<size_t>(ord)].uuid);
+  }
+  // Timeline (trace.enabled): clocks aligned with rank 0; each bucket's allreduce is recorded on the
+  // communication thread (bucket = operation number modulo the buckets per step).
+  if (cfg_.trace.enabled) {
+    trace_.enable(MPI_COMM_WORLD);
+    trace_.set_thread_name("main");
+    if (bucketer_) {
+      const int nb = bucketer_->num_buckets();
+      comm_->set_async_observer([this, nb](int64_t seq, SteadyClock::time_point b, SteadyClock::time_point e) {
+        trace_.record("allreduce", "comm", trace_.to_trace_us(b), trace_.to_trace_us(e), seq % nb);
+      });
+    }
+  }
+}
+
+void Trainer::open_run_files(int threads) {
+  if (rank_ != 0) return;
+  std::ofstream(fs::path(cfg_.run.dir) / "config.ini") << to_ini(cfg_);
+  metrics_ = std::make_unique<MetricsWriter>((fs::path(cfg_.run.dir) / "metrics.jsonl").string());
+  std::cout << "hpctrain: " << world_ << " rank(s), device " << device_name(device_) << ", model "
+            << model_->spec().name << " (" << model_->params().num_params() << " parameters), global batch "
+            << cfg_.train.global_batch << " = " << world_ << " x " << micro_batch_ << " x "
+            << cfg_.train.accumulation_steps << " (world_size x micro-batch x accumulation), " << steps_per_epoch_
+            << " steps/epoch";
+  if (n_train_ % cfg_.train.global_batch)
+    std::cout << " (last " << n_train_ % cfg_.train.global_batch
+              << " samples of each epoch's permutation dropped: every rank runs the same steps)";
+  std::cout << ", " << threads << " thread(s)/rank\n" << std::flush;
+}
+
+}  // namespace ht
