@@ -10,6 +10,7 @@
 
 #include "src/ops/conv2d.hpp"
 #include "src/ops/dnnl_util.hpp"
+#include "src/ops/dnnl_weighted_op.hpp"
 
 namespace ht::cpu {
 namespace {
@@ -68,13 +69,13 @@ bool same_shape(const Conv2dShape& a, const Conv2dShape& b) {
 }
 
 struct Descs {
-  memory::dims x, w, b, y, strides, pad;
-  memory::desc x_any, w_any, b_plain, y_any;
-  memory::desc x_user, w_user, y_user;
+  memory::dims x, w, bd, y, strides, pad;
+  memory::desc x_any, w_any, y_any;
+  memory::desc x_user, w_user, y_user, b;
   explicit Descs(const Conv2dShape& sh) {
     x = {sh.n, sh.c, sh.h, sh.w};
     w = {sh.k, sh.c, sh.r, sh.s};
-    b = {sh.k};
+    bd = {sh.k};
     y = {sh.n, sh.k, sh.p(), sh.q()};
     strides = {sh.stride, sh.stride};
     pad = {sh.pad, sh.pad};
@@ -85,136 +86,59 @@ struct Descs {
     x_any = any ? du::f32_desc(x, du::tag::any) : x_user;
     w_any = any ? du::f32_desc(w, du::tag::any) : w_user;
     y_any = any ? du::f32_desc(y, du::tag::any) : y_user;
-    b_plain = du::f32_desc(b, du::tag::x);
+    b = du::f32_desc(bd, du::tag::x);
   }
 };
 
-struct Conv2dCpuCache : OpCache {
-  // Forward (also the hint for the backward primitives).
-  std::optional<Conv2dShape> fwd_shape;
-  bool fwd_bias = false;
-  dnnl::convolution_forward::primitive_desc fwd_pd;
-  dnnl::convolution_forward fwd;
-  du::Staged fx, fw, fy;
+/// The oneDNN convolution primitives for dnnl_util::WeightedOpCache.
+struct ConvTraits {
+  using Shape = Conv2dShape;
+  using Fwd = dnnl::convolution_forward;
+  using BwdData = dnnl::convolution_backward_data;
+  using BwdWeights = dnnl::convolution_backward_weights;
+  static bool same(const Shape& a, const Shape& b) { return same_shape(a, b); }
+  static Descs descs(const Shape& sh) { return Descs(sh); }
 
-  // Backward data.
-  std::optional<Conv2dShape> bd_shape;
-  dnnl::convolution_backward_data::primitive_desc bd_pd;
-  dnnl::convolution_backward_data bd;
-  du::Staged bd_dy, bd_w, bd_dx;
-
-  // Backward weights (+ bias).
-  std::optional<Conv2dShape> bw_shape;
-  bool bw_bias = false;
-  dnnl::convolution_backward_weights::primitive_desc bw_pd;
-  dnnl::convolution_backward_weights bw;
-  du::Staged bw_x, bw_dy, bw_dw, bw_db;
-
-  void ensure_fwd(const Conv2dShape& sh, bool bias) {
-    if (fwd_shape && same_shape(*fwd_shape, sh) && fwd_bias == bias) return;
+  static Fwd::primitive_desc fwd(const Shape& sh, bool bias) {
     const Descs d(sh);
-    fwd_pd = make_pd<dnnl::convolution_forward::primitive_desc>(plan_for(sh).algo, [&](dnnl::algorithm a) {
+    return make_pd<Fwd::primitive_desc>(plan_for(sh).algo, [&](dnnl::algorithm a) {
       const auto pk = dnnl::prop_kind::forward_training;
-      return bias ? dnnl::convolution_forward::desc(pk, a, d.x_any, d.w_any, d.b_plain, d.y_any, d.strides, d.pad, d.pad)
-                  : dnnl::convolution_forward::desc(pk, a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad);
+      return bias ? Fwd::desc(pk, a, d.x_any, d.w_any, d.b, d.y_any, d.strides, d.pad, d.pad)
+                  : Fwd::desc(pk, a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad);
     });
-    fwd = dnnl::convolution_forward(fwd_pd);
-    fx.init(d.x_user, fwd_pd.src_desc(), 0);
-    fw.init(d.w_user, fwd_pd.weights_desc(), 1);
-    fy.init(d.y_user, fwd_pd.dst_desc(), 2);
-    fwd_shape = sh;
-    fwd_bias = bias;
-    bd_shape.reset();  // the backward primitives were hinted by the old forward
-    bw_shape.reset();
   }
-
-  void ensure_bwd_data(const Conv2dShape& sh) {
-    if (bd_shape && same_shape(*bd_shape, sh)) return;
+  static BwdData::primitive_desc bwd_data(const Shape& sh, const Fwd::primitive_desc& hint) {
     const Descs d(sh);
-    bd_pd = make_pd<dnnl::convolution_backward_data::primitive_desc>(
+    return make_pd<BwdData::primitive_desc>(
+        plan_for(sh).algo,
+        [&](dnnl::algorithm a) { return BwdData::desc(a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad); },
+        hint);
+  }
+  static BwdWeights::primitive_desc bwd_weights(const Shape& sh, bool bias, const Fwd::primitive_desc& hint) {
+    const Descs d(sh);
+    return make_pd<BwdWeights::primitive_desc>(
         plan_for(sh).algo,
         [&](dnnl::algorithm a) {
-          return dnnl::convolution_backward_data::desc(a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad);
+          return bias ? BwdWeights::desc(a, d.x_any, d.w_any, d.b, d.y_any, d.strides, d.pad, d.pad)
+                      : BwdWeights::desc(a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad);
         },
-        fwd_pd);
-    bd = dnnl::convolution_backward_data(bd_pd);
-    bd_dy.init(d.y_user, bd_pd.diff_dst_desc(), 4);
-    bd_w.init(d.w_user, bd_pd.weights_desc(), 5);
-    bd_dx.init(d.x_user, bd_pd.diff_src_desc(), 6);
-    bd_shape = sh;
-  }
-
-  void ensure_bwd_weights(const Conv2dShape& sh, bool bias) {
-    if (bw_shape && same_shape(*bw_shape, sh) && bw_bias == bias) return;
-    const Descs d(sh);
-    bw_pd = make_pd<dnnl::convolution_backward_weights::primitive_desc>(
-        plan_for(sh).algo,
-        [&](dnnl::algorithm a) {
-          return bias ? dnnl::convolution_backward_weights::desc(a, d.x_any, d.w_any, d.b_plain, d.y_any, d.strides,
-                                                                 d.pad, d.pad)
-                      : dnnl::convolution_backward_weights::desc(a, d.x_any, d.w_any, d.y_any, d.strides, d.pad,
-                                                                 d.pad);
-        },
-        fwd_pd);
-    bw = dnnl::convolution_backward_weights(bw_pd);
-    bw_x.init(d.x_user, bw_pd.src_desc(), 0);
-    bw_dy.init(d.y_user, bw_pd.diff_dst_desc(), 1);
-    bw_dw.init(d.w_user, bw_pd.diff_weights_desc(), 2);
-    bw_db.init(d.b_plain, bias ? bw_pd.diff_bias_desc() : d.b_plain, 3);
-    bw_shape = sh;
-    bw_bias = bias;
+        hint);
   }
 };
+
+using Conv2dCpuCache = du::WeightedOpCache<ConvTraits>;
 
 }  // namespace
 
 void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y) {
-  auto& c = cache_as<Conv2dCpuCache>(cache);
-  c.ensure_fwd(sh, b != nullptr);
-
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, c.fx.in(x.raw())},
-      {DNNL_ARG_WEIGHTS, c.fw.in(w.raw())},
-      {DNNL_ARG_DST, c.fy.out(y.raw(), false)},
-      {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.fwd_pd.scratchpad_desc())}};
-  if (b) args.emplace(DNNL_ARG_BIAS, du::wrap(du::f32_desc({sh.k}, du::tag::x), *b));
-  du::execute(c.fwd, args);
-  c.fy.finish();
+  cache_as<Conv2dCpuCache>(cache).forward(sh, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
 }
 
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  auto& c = cache_as<Conv2dCpuCache>(cache);
-  // The backward primitives need the forward primitive descriptor as a hint; keep the forward's
-  // bias choice if it was built for this shape (bias does not change the chosen layouts).
-  c.ensure_fwd(sh, c.fwd_shape && same_shape(*c.fwd_shape, sh) ? c.fwd_bias : false);
-  c.ensure_bwd_weights(sh, db != nullptr);
-  if (dx) c.ensure_bwd_data(sh);
-
-  // Backward weights first: dy is reordered once when both primitives want the same layout.
-  memory mdy = c.bw_dy.in(dy.raw());
-  {
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, c.bw_x.in(x.raw())},
-        {DNNL_ARG_DIFF_DST, mdy},
-        {DNNL_ARG_DIFF_WEIGHTS, c.bw_dw.out(dw.raw(), accumulate)},
-        {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.bw_pd.scratchpad_desc())}};
-    if (db) args.emplace(DNNL_ARG_DIFF_BIAS, c.bw_db.out(db->raw(), accumulate));
-    du::execute(c.bw, args);
-    c.bw_dw.finish();
-    if (db) c.bw_db.finish();
-  }
-  if (dx) {
-    const bool share = c.bw_dy.want_desc() == c.bd_dy.want_desc();
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_DIFF_DST, share ? mdy : c.bd_dy.in(dy.raw())},
-        {DNNL_ARG_WEIGHTS, c.bd_w.in(w.raw())},
-        {DNNL_ARG_DIFF_SRC, c.bd_dx.out(dx->raw(), false)},
-        {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.bd_pd.scratchpad_desc())}};
-    du::execute(c.bd, args);
-    c.bd_dx.finish();
-  }
+  cache_as<Conv2dCpuCache>(cache).backward(sh, x.raw(), w.raw(), dy.raw(), dx ? dx->raw() : nullptr, dw.raw(),
+                                           db ? db->raw() : nullptr, accumulate);
 }
 
 }  // namespace ht::cpu

@@ -35,17 +35,6 @@ memory::desc plain_desc(const memory::dims& dims) {
   return memory::desc(dims, dt::f32, plain_tag(static_cast<int>(dims.size())));
 }
 
-void check_cpu_f32(const Tensor& t, const char* op, const char* name, const std::vector<int64_t>& shape) {
-  if (!t.defined()) throw RuntimeError(std::string(op) + ": " + name + " is undefined");
-  if (t.device() != Device::cpu)
-    throw RuntimeError(std::string(op) + ": " + name + " is on " + device_name(t.device()) + ", expected cpu");
-  if (t.dtype() != DType::f32)
-    throw RuntimeError(std::string(op) + ": " + name + " has dtype " + dtype_name(t.dtype()) + ", expected float32");
-  if (t.shape() != shape)
-    throw RuntimeError(std::string(op) + ": " + name + " has shape " + t.shape_str() + ", expected " +
-                       shape_to_string(shape));
-}
-
 memory wrap(const memory::desc& md, const Tensor& t) { return memory(md, engine(), t.raw()); }
 memory wrap(const memory::desc& md, void* ptr) { return memory(md, engine(), ptr); }
 

@@ -38,9 +38,6 @@ memory::desc f32_desc(const memory::dims& dims, tag t);
 /// f32 plain row-major descriptor of dims.
 memory::desc plain_desc(const memory::dims& dims);
 
-/// Throws RuntimeError "<op>: <name> ..." unless t is a defined CPU f32 tensor of exactly `shape`.
-void check_cpu_f32(const Tensor& t, const char* op, const char* name, const std::vector<int64_t>& shape);
-
 /// Zero-copy memory over a tensor's (or any host pointer's) data with descriptor md.
 memory wrap(const memory::desc& md, const Tensor& t);
 memory wrap(const memory::desc& md, void* ptr);

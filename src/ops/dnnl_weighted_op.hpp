@@ -1,0 +1,137 @@
+#pragma once
+// The oneDNN plumbing shared by the CPU ops with weights, convolution and inner product (linear):
+// forward, backward-data and backward-weights (+ bias) primitives with their staged operands
+// (dnnl_util::Staged), built once per shape and bias choice, and the calls that run them. The op
+// supplies a Traits type saying how to build each primitive descriptor:
+//
+//   struct Traits {
+//     using Shape = ...;                 // e.g. Conv2dShape
+//     using Fwd = ...; using BwdData = ...; using BwdWeights = ...;   // dnnl primitive types
+//     struct Descs { memory::desc x_user, w_user, y_user, b; };       // plain user layouts
+//     static bool same(const Shape&, const Shape&);
+//     static Descs descs(const Shape&);
+//     static typename Fwd::primitive_desc fwd(const Shape&, bool bias);
+//     static typename BwdData::primitive_desc bwd_data(const Shape&, const typename Fwd::primitive_desc& hint);
+//     static typename BwdWeights::primitive_desc bwd_weights(const Shape&, bool bias,
+//                                                            const typename Fwd::primitive_desc& hint);
+//   };
+//
+// Workspace slots: forward 0-2, backward weights 0-3, backward data 4-6 (dy is reordered once and
+// shared by both backward primitives when they want the same layout).
+// Source: oneDNN 2.6 C++ API (convolution_*, inner_product_*, primitive_desc queries).
+#include <optional>
+#include <unordered_map>
+
+#include "src/ops/dnnl_util.hpp"
+#include "src/ops/op.hpp"
+
+namespace ht::dnnl_util {
+
+template <class Traits>
+struct WeightedOpCache : OpCache {
+  using Shape = typename Traits::Shape;
+  using Fwd = typename Traits::Fwd;
+  using BwdData = typename Traits::BwdData;
+  using BwdWeights = typename Traits::BwdWeights;
+
+  std::optional<Shape> fwd_shape;  // forward, also the hint of both backward primitives
+  bool fwd_bias = false;
+  typename Fwd::primitive_desc fwd_pd;
+  Fwd fwd;
+  Staged fx, fw, fy;
+
+  std::optional<Shape> bd_shape;  // backward data
+  typename BwdData::primitive_desc bd_pd;
+  BwdData bd;
+  Staged bd_dy, bd_w, bd_dx;
+
+  std::optional<Shape> bw_shape;  // backward weights (+ bias)
+  bool bw_bias = false;
+  typename BwdWeights::primitive_desc bw_pd;
+  BwdWeights bw;
+  Staged bw_x, bw_dy, bw_dw, bw_db;
+
+  /// y = op(x, w) (+ b): raw pointers into plain user tensors.
+  void forward(const Shape& sh, const void* x, const void* w, const void* b, void* y) {
+    ensure_fwd(sh, b != nullptr);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, fx.in(x)},
+                                         {DNNL_ARG_WEIGHTS, fw.in(w)},
+                                         {DNNL_ARG_DST, fy.out(y, false)},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad(fwd_pd.scratchpad_desc())}};
+    if (b) args.emplace(DNNL_ARG_BIAS, wrap(Traits::descs(sh).b, const_cast<void*>(b)));
+    execute(fwd, args);
+    fy.finish();
+  }
+
+  /// dw (+= when accumulate), db (when not null, +=) and dx (when not null) from x, w, dy.
+  void backward(const Shape& sh, const void* x, const void* w, const void* dy, void* dx, void* dw, void* db,
+                bool accumulate) {
+    // The backward primitives need the forward primitive descriptor as a hint; keep the forward's
+    // bias choice if it was built for this shape (bias does not change the chosen layouts).
+    ensure_fwd(sh, fwd_shape && Traits::same(*fwd_shape, sh) ? fwd_bias : false);
+    ensure_bwd_weights(sh, db != nullptr);
+    if (dx) ensure_bwd_data(sh);
+    // Backward weights first: dy is reordered once when both primitives want the same layout.
+    memory mdy = bw_dy.in(dy);
+    {
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, bw_x.in(x)},
+                                           {DNNL_ARG_DIFF_DST, mdy},
+                                           {DNNL_ARG_DIFF_WEIGHTS, bw_dw.out(dw, accumulate)},
+                                           {DNNL_ARG_SCRATCHPAD, scratchpad(bw_pd.scratchpad_desc())}};
+      if (db) args.emplace(DNNL_ARG_DIFF_BIAS, bw_db.out(db, accumulate));
+      execute(bw, args);
+      bw_dw.finish();
+      if (db) bw_db.finish();
+    }
+    if (dx) {
+      const bool share = bw_dy.want_desc() == bd_dy.want_desc();
+      std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, share ? mdy : bd_dy.in(dy)},
+                                           {DNNL_ARG_WEIGHTS, bd_w.in(w)},
+                                           {DNNL_ARG_DIFF_SRC, bd_dx.out(dx, false)},
+                                           {DNNL_ARG_SCRATCHPAD, scratchpad(bd_pd.scratchpad_desc())}};
+      execute(bd, args);
+      bd_dx.finish();
+    }
+  }
+
+ private:
+  void ensure_fwd(const Shape& sh, bool bias) {
+    if (fwd_shape && Traits::same(*fwd_shape, sh) && fwd_bias == bias) return;
+    const auto d = Traits::descs(sh);
+    fwd_pd = Traits::fwd(sh, bias);
+    fwd = Fwd(fwd_pd);
+    fx.init(d.x_user, fwd_pd.src_desc(), 0);
+    fw.init(d.w_user, fwd_pd.weights_desc(), 1);
+    fy.init(d.y_user, fwd_pd.dst_desc(), 2);
+    fwd_shape = sh;
+    fwd_bias = bias;
+    bd_shape.reset();  // the backward primitives were hinted by the old forward
+    bw_shape.reset();
+  }
+
+  void ensure_bwd_data(const Shape& sh) {
+    if (bd_shape && Traits::same(*bd_shape, sh)) return;
+    const auto d = Traits::descs(sh);
+    bd_pd = Traits::bwd_data(sh, fwd_pd);
+    bd = BwdData(bd_pd);
+    bd_dy.init(d.y_user, bd_pd.diff_dst_desc(), 4);
+    bd_w.init(d.w_user, bd_pd.weights_desc(), 5);
+    bd_dx.init(d.x_user, bd_pd.diff_src_desc(), 6);
+    bd_shape = sh;
+  }
+
+  void ensure_bwd_weights(const Shape& sh, bool bias) {
+    if (bw_shape && Traits::same(*bw_shape, sh) && bw_bias == bias) return;
+    const auto d = Traits::descs(sh);
+    bw_pd = Traits::bwd_weights(sh, bias, fwd_pd);
+    bw = BwdWeights(bw_pd);
+    bw_x.init(d.x_user, bw_pd.src_desc(), 0);
+    bw_dy.init(d.y_user, bw_pd.diff_dst_desc(), 1);
+    bw_dw.init(d.w_user, bw_pd.diff_weights_desc(), 2);
+    bw_db.init(d.b, bias ? bw_pd.diff_bias_desc() : d.b, 3);
+    bw_shape = sh;
+    bw_bias = bias;
+  }
+};
+
+}  // namespace ht::dnnl_util
