@@ -13,13 +13,13 @@
 //
 // Messages (each prefixed with the command, e.g. "hpctrain bench io: "):
 //   unknown option '--bacth' (did you mean '--batch'?); see 'hpctrain bench io --help'
-//   --batch needs a value
+//   --batch needs a value                        (also for "--batch --epochs 2")
 //   --batch 'x' is not an integer                (or "is not a number" for a double option)
 //   one PATH only ('b')                          (positional(), more than max_count given)
 //   unexpected argument 'b'                      (a positional argument where none is declared)
-// Long options only, spelt in full (no prefix guessing); "--name value" and "--name=value".
+// Long options only, spelt in full (no prefix guessing), besides -h; "--name value" and
+// "--name=value"; a repeated option takes its last value; "-1" after an option is its value.
 #include <cstdint>
-#include <map>
 #include <ostream>
 #include <sstream>
 #include <string>
