@@ -1,12 +1,19 @@
 #pragma once
-// Timing on the steady clock (monotonic: never jumps with the wall clock).
+// Wall-clock helpers on the monotonic clock, for step timings and benchmarks.
 #include <chrono>
 
 namespace ht {
 
-/// Milliseconds elapsed on std::chrono::steady_clock since t0 (fractional).
-inline double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+using SteadyClock = std::chrono::steady_clock;
+
+/// Milliseconds elapsed since t0 (steady clock).
+inline double ms_since(SteadyClock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
+}
+
+/// Seconds elapsed since t0 (steady clock).
+inline double seconds_since(SteadyClock::time_point t0) {
+  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
 }
 
 }  // namespace ht

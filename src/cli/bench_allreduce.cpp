@@ -137,16 +137,16 @@ template <class Op> void time_into(Row& r, Op&& op, const Options& o, Device dev
   device_sync(dev);
   MPI_Barrier(MPI_COMM_WORLD);
   auto t0 = Clock::now();
-  double best_ms = 1e30;
+  double best = 1e30;
   for (int i = 0; i < o.iters; ++i) {
     auto ti = Clock::now();
     op();
     device_sync(dev);
-    best_ms = std::min(best_ms, ms_since(ti));
+    best = std::min(best, seconds_since(ti));
   }
-  const double sec = max_over_ranks(ms_since(t0)) / 1e3 / o.iters;
+  const double sec = max_over_ranks(seconds_since(t0)) / o.iters;
   r.time_us = sec * 1e6;
-  r.time_min_us = max_over_ranks(best_ms) * 1e3;
+  r.time_min_us = max_over_ranks(best) * 1e6;
   r.algbw = static_cast<double>(r.bytes) / sec / 1e9;
   r.busbw = r.algbw * bus_factor;
 }

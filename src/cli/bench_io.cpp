@@ -57,7 +57,7 @@ template <class F> Measure timed(F&& f, int reps) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_s();
     auto [img, bytes] = f();
-    double dt = ms_since(t0) / 1e3, dc = cpu_s() - c0;
+    double dt = seconds_since(t0), dc = cpu_s() - c0;
     Measure m;
     m.seconds = static_cast<double>(dist_max(static_cast<long long>(dt * 1e6))) * 1e-6;
     m.images = dist_sum(img);
