@@ -21,13 +21,14 @@
 #include <thread>
 #include <vector>
 
-#include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
 #include "mpi/bucketer.hpp"
 #include "mpi/gpu/communicator_factory.hpp"
 #include "mpi/dist.hpp"
+#include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
+#include "src/base/clock.hpp"
 #include "src/base/error.hpp"
 #include "src/base/tensor.hpp"
 
@@ -39,7 +40,6 @@
 namespace ht {
 namespace {
 
-namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -88,8 +88,6 @@ int64_t parse_bytes(const std::string& opt, const std::string& v) {
   return x * mult;
 }
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 double max_over_ranks(double v) {
   double out = 0;
   MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -131,6 +129,28 @@ struct Row {
   int buckets = 0;
 };
 
+// Runs `op` o.warmup times untimed, then o.iters times timed between a barrier and the last device
+// sync, and fills r's times (us: the slowest rank's mean, and its fastest iteration) and bandwidths
+// (GB/s, from r.bytes).
+template <class Op> void time_into(Row& r, Op&& op, const Options& o, Device dev, double bus_factor) {
+  for (int i = 0; i < o.warmup; ++i) op();
+  device_sync(dev);
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto t0 = Clock::now();
+  double best = 1e30;
+  for (int i = 0; i < o.iters; ++i) {
+    auto ti = Clock::now();
+    op();
+    device_sync(dev);
+    best = std::min(best, seconds_since(ti));
+  }
+  const double sec = max_over_ranks(seconds_since(t0)) / o.iters;
+  r.time_us = sec * 1e6;
+  r.time_min_us = max_over_ranks(best) * 1e6;
+  r.algbw = static_cast<double>(r.bytes) / sec / 1e9;
+  r.busbw = r.algbw * bus_factor;
+}
+
 // The 1-minute load average (Linux /proc/loadavg; -1 if unavailable): shared machines make the
 // timings noisy, so the JSON records how busy this one was.
 double load_avg() {
@@ -151,32 +171,22 @@ std::string now_utc() {
 
 int bench_allreduce(const Args& args) {
   Options o;
-  po::options_description desc("hpctrain bench allreduce [options]");
-  desc.add_options()("help,h", "this help")
-      ("min-bytes", po::value<std::string>()->default_value("8"), "smallest message in bytes (>= 4; K, M, G suffixes)")
-      ("max-bytes", po::value<std::string>()->default_value("256M"), "largest message in bytes (sizes double)")
-      ("iters", po::value(&o.iters)->default_value(o.iters), "timed iterations per size")
-      ("warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed iterations per size")
-      ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size in MiB (dist.bucket_mb)")
-      ("bucket-count", po::value(&o.bucket_count)->default_value(o.bucket_count), "buckets in the gradient-bucket measurement (0 = skip it)")
-      ("device", po::value(&o.device)->default_value(o.device), "cpu (MPI) or cuda (NCCL)")
-      ("timeout-s", po::value(&o.timeout_s)->default_value(o.timeout_s), "communicator time limit (dist.timeout_s)")
-      ("out", po::value(&o.out), "write the results as JSON to this file (rank 0)")
-      ("test-corrupt-rank", po::value(&o.corrupt_rank)->default_value(-1), "test hook: this rank damages one result element");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string("hpctrain bench allreduce: ") + e.what());
-  }
-  o.min_bytes = parse_bytes("--min-bytes", vm["min-bytes"].as<std::string>());
-  o.max_bytes = parse_bytes("--max-bytes", vm["max-bytes"].as<std::string>());
+  std::string min_bytes = "8", max_bytes = "256M";
+  CommandLine cl("hpctrain bench allreduce", "usage: [mpirun -np N] hpctrain bench allreduce [options]");
+  cl.option("min-bytes", &min_bytes, "BYTES", "smallest message in bytes (>= 4; K, M, G suffixes)")
+      .option("max-bytes", &max_bytes, "BYTES", "largest message in bytes (sizes double)")
+      .option("iters", &o.iters, "N", "timed iterations per size")
+      .option("warmup", &o.warmup, "N", "untimed iterations per size")
+      .option("bucket-mb", &o.bucket_mb, "MB", "gradient bucket size in MiB (dist.bucket_mb)")
+      .option("bucket-count", &o.bucket_count, "N", "buckets in the gradient-bucket measurement (0 = skip it)")
+      .option("device", &o.device, "D", "cpu (MPI) or cuda (NCCL)")
+      .option("timeout-s", &o.timeout_s, "S", "communicator time limit (dist.timeout_s)")
+      .option("out", &o.out, "FILE", "write the results as JSON to this file (rank 0)")
+      .option("test-corrupt-rank", &o.corrupt_rank, "R", "test hook: this rank damages one result element");
+  if (!cl.parse(args)) return kExitOk;
+  o.min_bytes = parse_bytes("--min-bytes", min_bytes);
+  o.max_bytes = parse_bytes("--max-bytes", max_bytes);
   const auto& d = dist();
-  if (vm.count("help")) {
-    if (d.rank == 0) std::cout << desc << "\n";
-    return kExitOk;
-  }
   if (o.min_bytes < 4 || o.max_bytes < o.min_bytes)
     throw UsageError("hpctrain bench allreduce: --min-bytes must be >= 4 and <= --max-bytes, got " +
                      std::to_string(o.min_bytes) + " and " + std::to_string(o.max_bytes));
@@ -214,22 +224,7 @@ int bench_allreduce(const Args& args) {
     Tensor part = buf.slice_flat(0, {r.count});
     auto span = device_span(part);
     part.zero_();  // zeros stay zeros under repeated sums: no overflow, no denormals
-    for (int i = 0; i < o.warmup; ++i) comm->allreduce_sum(span);
-    device_sync(dev);
-    MPI_Barrier(MPI_COMM_WORLD);
-    auto t0 = Clock::now();
-    double best = 1e30;
-    for (int i = 0; i < o.iters; ++i) {
-      auto ti = Clock::now();
-      comm->allreduce_sum(span);
-      device_sync(dev);
-      best = std::min(best, seconds_since(ti));
-    }
-    double sec = max_over_ranks(seconds_since(t0)) / o.iters;
-    r.time_us = sec * 1e6;
-    r.time_min_us = max_over_ranks(best) * 1e6;
-    r.algbw = static_cast<double>(r.bytes) / sec / 1e9;
-    r.busbw = r.algbw * bus_factor;
+    time_into(r, [&] { comm->allreduce_sum(span); }, o, dev, bus_factor);
     // Correctness: a separate pass with exactly predictable data.
     fill_pattern(part, rank);
     comm->allreduce_sum(span);
@@ -254,27 +249,12 @@ int bench_allreduce(const Args& args) {
       for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) bk.mark_ready(i);
       bk.finish();
     };
-    for (int i = 0; i < o.warmup; ++i) step();
-    device_sync(dev);
-    MPI_Barrier(MPI_COMM_WORLD);
-    auto t0 = Clock::now();
-    double best = 1e30;
-    for (int i = 0; i < o.iters; ++i) {
-      auto ti = Clock::now();
-      step();
-      device_sync(dev);
-      best = std::min(best, seconds_since(ti));
-    }
-    double sec = max_over_ranks(seconds_since(t0)) / o.iters;
     Row r;
     r.path = "bucketer";
     r.count = total;
     r.bytes = total * 4;
     r.buckets = bk.num_buckets();
-    r.time_us = sec * 1e6;
-    r.time_min_us = max_over_ranks(best) * 1e6;
-    r.algbw = static_cast<double>(r.bytes) / sec / 1e9;
-    r.busbw = r.algbw * bus_factor;
+    time_into(r, step, o, dev, bus_factor);
     fill_pattern(grads, rank);
     step();
     device_sync(dev);

@@ -18,7 +18,9 @@
 
 #include "io/checkpoint.hpp"
 #include "io/checkpoint_writer.hpp"
+#include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
+#include "src/base/clock.hpp"
 #include "src/base/error.hpp"
 
 namespace fs = std::filesystem;
@@ -27,7 +29,6 @@ namespace ht {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 std::string load_1min() {  // a shared machine: say how busy it was
   std::ifstream la("/proc/loadavg");
@@ -159,23 +160,16 @@ int bench_checkpoint(const Args& args) {
   std::string dir = "/tmp/hpctrain-bench-checkpoint", out = "results/cpu/bench_checkpoint.json";
   int repeats = 5, steps = 40, every = 8;
   double step_ms_target = 250;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto need = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw UsageError("hpctrain bench checkpoint: " + args[i] + " needs a value");
-      return args[++i];
-    };
-    if (args[i] == "--dir") dir = need();
-    else if (args[i] == "--out") out = need();
-    else if (args[i] == "--repeats") repeats = std::stoi(need());
-    else if (args[i] == "--steps") steps = std::stoi(need());
-    else if (args[i] == "--every") every = std::stoi(need());
-    else if (args[i] == "--step-ms") step_ms_target = std::stod(need());
-    else if (args[i] == "--help" || args[i] == "-h") {
-      std::cout << "usage: hpctrain bench checkpoint [--dir DIR] [--out JSON] [--repeats N] [--steps N] "
-                   "[--every N] [--step-ms MS]\n";
-      return kExitOk;
-    } else throw UsageError("hpctrain bench checkpoint: unknown option " + args[i]);
-  }
+  CommandLine cl("hpctrain bench checkpoint",
+                 "usage: hpctrain bench checkpoint [--dir DIR] [--out JSON] [--repeats N] [--steps N] [--every N] "
+                 "[--step-ms MS]");
+  cl.option("dir", &dir, "DIR", "scratch directory, removed at the end")
+      .option("out", &out, "JSON", "results file")
+      .option("repeats", &repeats, "N", "synchronous writes measured")
+      .option("steps", &steps, "N", "simulated training steps")
+      .option("every", &every, "N", "an asynchronous checkpoint every N steps")
+      .option("step-ms", &step_ms_target, "MS", "simulated step time in ms");
+  if (!cl.parse(args)) return kExitOk;
   std::string load_start = load_1min();
   fs::remove_all(dir);
   fs::create_directories(dir);

@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -28,26 +27,16 @@
 #include "io/dataset.hpp"
 #include "io/sampler.hpp"
 #include "mpi/dist.hpp"
+#include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"
+#include "src/base/clock.hpp"
 
 namespace fs = std::filesystem;
 
 namespace ht {
 
 namespace {
-
-const char* kUsage =
-    "usage: [mpirun -np N] hpctrain bench io [--data DIR] [--split train|test] [--batch B] [--epochs E]\n"
-    "                                         [--reps R] [--out FILE]\n"
-    "  --data DIR   prepared dataset (default data/fashion-mnist; see scripts/quickstart.sh)\n"
-    "  --batch B    global batch (default 256); --epochs E epochs per measurement (default 1)\n"
-    "  --reps R     repetitions per measurement, the fastest is kept (default 3)\n"
-    "  --out FILE   JSON results, this world_size's entry replaced (default results/cpu/bench_io.json)\n";
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double cpu_s() {  // user + system time of the whole process (all threads)
   rusage u{};
@@ -65,9 +54,10 @@ template <class F> Measure timed(F&& f, int reps) {
   Measure best;
   for (int r = 0; r < reps; ++r) {
     MPI_Barrier(dist().world);
-    double t0 = now_s(), c0 = cpu_s();
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_s();
     auto [img, bytes] = f();
-    double dt = now_s() - t0, dc = cpu_s() - c0;
+    double dt = seconds_since(t0), dc = cpu_s() - c0;
     Measure m;
     m.seconds = static_cast<double>(dist_max(static_cast<long long>(dt * 1e6))) * 1e-6;
     m.images = dist_sum(img);
@@ -93,28 +83,18 @@ int bench_io(const Args& args) {
   std::string dir = "data/fashion-mnist", split = "train", out = "results/cpu/bench_io.json";
   int64_t batch = 256;
   int epochs = 1, reps = 3;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return kExitOk;
-    }
-    if (i + 1 >= args.size()) throw UsageError("hpctrain bench io: " + a + " needs a value\n" + kUsage);
-    std::string v = args[++i];
-    try {
-      if (a == "--data") dir = v;
-      else if (a == "--split") split = v;
-      else if (a == "--out") out = v;
-      else if (a == "--batch") batch = std::stoll(v);
-      else if (a == "--epochs") epochs = std::stoi(v);
-      else if (a == "--reps") reps = std::stoi(v);
-      else throw UsageError("hpctrain bench io: unknown option '" + a + "'\n" + kUsage);
-    } catch (const std::invalid_argument&) {
-      throw UsageError("hpctrain bench io: " + a + " '" + v + "' is not a number");
-    }
-  }
+  CommandLine cl("hpctrain bench io",
+                 "usage: [mpirun -np N] hpctrain bench io [--data DIR] [--split train|test] [--batch B] [--epochs E]\n"
+                 "                                         [--reps R] [--out FILE]");
+  cl.option("data", &dir, "DIR", "prepared dataset (see scripts/quickstart.sh)")
+      .option("split", &split, "S", "split to read: train or test")
+      .option("batch", &batch, "B", "global batch")
+      .option("epochs", &epochs, "E", "epochs per measurement")
+      .option("reps", &reps, "R", "repetitions per measurement, the fastest is kept")
+      .option("out", &out, "FILE", "JSON results, this world_size's entry replaced");
+  if (!cl.parse(args)) return kExitOk;
   const int W = dist().world_size, R = dist().rank;
-  if (batch < W || batch % W) throw UsageError("hpctrain bench io: --batch " + std::to_string(batch) + " must be a multiple of " + std::to_string(W));
+  if (batch < W || batch % W) cl.fail("--batch " + std::to_string(batch) + " must be a multiple of " + std::to_string(W));
   auto ds = open_sharded_dataset(dir, split);
   const DatasetInfo& info = ds->info();
   const int64_t N = info.num_samples;

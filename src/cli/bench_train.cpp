@@ -4,13 +4,14 @@
 // images/s (global) and the per-part step times, as JSON (rank 0).
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "mpi/dist.hpp"
+#include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/train/config.hpp"
 #include "src/train/trainer.hpp"
@@ -21,36 +22,24 @@ int bench_train(const Args& args) {
   int64_t warmup = 5, steps = 20;
   std::string out;
   Args rest;
-  bool synthetic_given = false, dir_given = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError("hpctrain bench train: " + a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << "usage: hpctrain bench train [--warmup N] [--steps N] [--out FILE] [--config FILE] [--section.key v ...]\n"
-                   "  synthetic data unless --data.dir is given; every train config key is accepted\n";
-      return kExitOk;
-    }
-    if (a == "--warmup") warmup = std::stoll(value());
-    else if (a == "--steps") steps = std::stoll(value());
-    else if (a == "--out") out = value();
-    else {
-      if (a == "--data.synthetic") synthetic_given = true;
-      if (a == "--data.dir") dir_given = true;
-      rest.push_back(a);
-    }
-  }
-  if (steps <= 0 || warmup < 0) throw UsageError("hpctrain bench train: --steps must be > 0 and --warmup >= 0");
+  CommandLine cl("hpctrain bench train",
+                 "usage: hpctrain bench train [--warmup N] [--steps N] [--out FILE] [--config FILE] [--section.key v ...]\n"
+                 "  synthetic data unless --data.dir is given; every train config key is accepted");
+  cl.option("warmup", &warmup, "N", "untimed steps first")
+      .option("steps", &steps, "N", "timed steps")
+      .option("out", &out, "FILE", "write the results as JSON to this file (rank 0)")
+      .pass_through(&rest);  // --config and the train config keys: parse_config below
+  if (!cl.parse(args)) return kExitOk;
+  auto passed = [&](const char* flag) { return std::find(rest.begin(), rest.end(), flag) != rest.end(); };
+  const bool synthetic_given = passed("--data.synthetic"), dir_given = passed("--data.dir");
+  if (steps <= 0 || warmup < 0) cl.fail("--steps must be > 0 and --warmup >= 0");
   if (!synthetic_given && !dir_given) rest.insert(rest.end(), {"--data.synthetic", "true"});
   const std::string run_dir = (std::filesystem::temp_directory_path() / ("hpctrain-bench-" + std::to_string(::getpid()))).string();
   rest.insert(rest.end(), {"--train.eval", "false", "--train.epochs", "0", "--train.max_steps",
                            std::to_string(warmup + steps), "--checkpoint.every_steps", "0", "--checkpoint.every_minutes",
                            "0", "--train.log_every_steps", "1000000"});
   // The run directory is the bench's own scratch space unless the caller gave one.
-  bool has_dir = false;
-  for (const auto& a : rest) has_dir = has_dir || a == "--run.dir";
+  const bool has_dir = passed("--run.dir");
   if (!has_dir) rest.insert(rest.end(), {"--run.dir", run_dir, "--run.fresh", "true"});
   Config cfg = parse_config(rest);
   if (cfg.data.synthetic && cfg.data.synthetic_samples < cfg.train.global_batch * (warmup + steps))

@@ -1,7 +1,9 @@
-// hpctrain bench allreduce|io|train: nccl-tests-style microbenchmarks. Each one warms up, times,
-// then checks correctness in a separate pass where that applies, and writes JSON under results/.
+// hpctrain bench allreduce|io|train|checkpoint: nccl-tests-style microbenchmarks. Each one warms up,
+// times, then checks correctness in a separate pass where that applies, and writes JSON under results/.
+// This is the dispatcher; each benchmark parses its own options (bench_*.cpp, with CommandLine).
 #include <iostream>
 
+#include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"
 
@@ -16,6 +18,8 @@ int cmd_bench(const Args& args) {
   if (args[0] == "io") return bench_io(rest);
   if (args[0] == "train") return bench_train(rest);
   if (args[0] == "checkpoint") return bench_checkpoint(rest);
-  throw UsageError("hpctrain bench: unknown benchmark '" + args[0] + "' (allreduce, io, train, checkpoint)");
+  throw UsageError("hpctrain bench: unknown benchmark '" + args[0] + "' (did you mean '" +
+                   closest_match(args[0], {"allreduce", "io", "train", "checkpoint"}) +
+                   "'?; allreduce, io, train, checkpoint)");
 }
 }  // namespace ht

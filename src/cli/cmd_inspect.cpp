@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 #include <sstream>
 
 #include "io/h5_check.hpp"
@@ -19,6 +18,7 @@
 #include "io/dataset.hpp"
 #include "io/dataset_h5.hpp"
 #include "mpi/dist.hpp"
+#include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"
 
@@ -27,10 +27,6 @@ namespace fs = std::filesystem;
 namespace ht {
 
 namespace {
-
-const char* kUsage =
-    "usage: hpctrain inspect PATH                         summarise a dataset shard or checkpoint\n"
-    "       hpctrain inspect --validate DIR [--split S]   validate a dataset directory (S: train, test, all)\n";
 
 std::string type_name(hid_t t) {
   switch (H5Tget_class(t)) {
@@ -249,25 +245,17 @@ int validate_dir(const std::string& dir, const std::string& split) {
 }  // namespace
 
 int cmd_inspect(const Args& args) {
-  std::string path, validate, split = "all";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return kExitOk;
-    }
-    if (a == "--validate" || a == "--split") {
-      if (i + 1 >= args.size()) throw UsageError("hpctrain inspect: " + a + " needs a value\n" + kUsage);
-      (a == "--validate" ? validate : split) = args[++i];
-    } else if (!a.empty() && a[0] == '-') {
-      throw UsageError("hpctrain inspect: unknown option '" + a + "'\n" + kUsage);
-    } else if (path.empty()) {
-      path = a;
-    } else {
-      throw UsageError("hpctrain inspect: one PATH only ('" + a + "')\n" + kUsage);
-    }
-  }
-  if (path.empty() && validate.empty()) throw UsageError(std::string("hpctrain inspect: PATH or --validate DIR required\n") + kUsage);
+  std::string validate, split = "all";
+  std::vector<std::string> paths;
+  CommandLine cl("hpctrain inspect",
+                 "usage: hpctrain inspect PATH                         summarise a dataset shard or checkpoint\n"
+                 "       hpctrain inspect --validate DIR [--split S]   validate a dataset directory (S: train, test, all)");
+  cl.option("validate", &validate, "DIR", "validate the dataset directory DIR")
+      .option("split", &split, "S", "split to validate: train, test or all")
+      .positional("PATH", &paths, 1);
+  if (!cl.parse(args)) return kExitOk;
+  const std::string path = paths.empty() ? "" : paths[0];
+  if (path.empty() && validate.empty()) cl.fail("PATH or --validate DIR required");
   if (!path.empty() && fs::is_directory(path)) validate = path;
 
   // Every rank runs the same checks; the outcome is agreed so all ranks exit together with one code

@@ -1,6 +1,7 @@
 #pragma once
 // Subcommands of the hpctrain executable. Each takes the arguments after its name, runs with MPI
 // initialised (see main.cpp), and returns an exit code or throws UsageError (2) / RuntimeError (1).
+// Options are parsed with CommandLine (src/cli/cli_options.hpp), the one parser of every subcommand.
 #include <string>
 #include <vector>
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mpi/dist.hpp"
+#include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"
 #include "src/train/signals.hpp"
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
     else if (cmd == "inspect") code = ht::cmd_inspect(args);
     else {
       if (ht::dist().rank == 0) {
-        std::cerr << "hpctrain: unknown command '" << cmd << "'\n";
+        std::cerr << "hpctrain: unknown command '" << cmd << "' (did you mean '"
+                  << ht::closest_match(cmd, {"train", "prepare", "bench", "doctor", "inspect"}) << "'?)\n";
         usage();
       }
       code = ht::kExitUsage;
