@@ -4,12 +4,13 @@
 // NcclCommunicator (mpi/nccl_communicator.cu, CUDA builds) on device memory, where "async" means
 // enqueued on a dedicated communication stream ordered after the compute stream's work so far.
 //
-// Element counts are the span's size (floats), never bytes.
+// Element counts are the span's size (floats), never bytes (broadcast_bytes alone moves host bytes).
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "src/base/tensor.hpp"
 
@@ -30,6 +31,14 @@ class Communicator {
   virtual void allreduce_average(std::span<float> data) = 0;
   /// Blocking broadcast from `root` into every rank's `data`.
   virtual void broadcast(std::span<float> data, int root) = 0;
+  /// Blocking sum over ranks into `root`'s `data`; on the other ranks `data` is input only (its
+  /// content afterwards is unspecified). Throws RuntimeError for a root outside [0, world_size).
+  virtual void reduce_sum(std::span<float> data, int root) = 0;
+  /// Blocking broadcast of host bytes (any size, any communicator device: NCCL sends them over its
+  /// MPI bootstrap communicator): afterwards every rank's `bytes` equals `root`'s, resized to its
+  /// length. Used for the serialised training state (src/train/training_state.hpp). Throws
+  /// RuntimeError for a root outside [0, world_size) or on a failed transfer.
+  virtual void broadcast_bytes(std::vector<char>& bytes, int root) = 0;
 
   /// Starts an in-place average of `data` that overlaps with what the caller does next (the rest of
   /// backward). On the GPU it is ordered after all work already issued on the compute stream.

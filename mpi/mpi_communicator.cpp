@@ -185,10 +185,14 @@ void MpiCommunicator::allreduce_average(std::span<float> data) {
   stage_out(host, data);
 }
 
-void MpiCommunicator::broadcast(std::span<float> data, int root) {
+void MpiCommunicator::check_root(const char* op, int root) const {
   if (root < 0 || root >= world_)
-    throw RuntimeError("MpiCommunicator::broadcast: root " + std::to_string(root) + " outside [0, " +
+    throw RuntimeError(std::string("MpiCommunicator::") + op + ": root " + std::to_string(root) + " outside [0, " +
                        std::to_string(world_) + ")");
+}
+
+void MpiCommunicator::broadcast(std::span<float> data, int root) {
+  check_root("broadcast", root);
   if (world_ == 1 || data.empty()) return;
   auto host = stage_in(data, SIZE_MAX);
   for (size_t off = 0; off < host.size(); off += kMaxChunk) {
@@ -196,6 +200,35 @@ void MpiCommunicator::broadcast(std::span<float> data, int root) {
     HT_MPI_CHECK(MPI_Bcast(host.data() + off, n, MPI_FLOAT, root, main_comm_));
   }
   stage_out(host, data);
+}
+
+void MpiCommunicator::reduce_sum(std::span<float> data, int root) {
+  check_root("reduce_sum", root);
+  if (world_ == 1 || data.empty()) return;
+  auto host = stage_in(data, SIZE_MAX);
+  for (size_t off = 0; off < host.size(); off += kMaxChunk) {
+    int n = static_cast<int>(std::min<int64_t>(kMaxChunk, static_cast<int64_t>(host.size() - off)));
+    if (rank_ == root)
+      HT_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, host.data() + off, n, MPI_FLOAT, MPI_SUM, root, main_comm_));
+    else
+      HT_MPI_CHECK(MPI_Reduce(host.data() + off, nullptr, n, MPI_FLOAT, MPI_SUM, root, main_comm_));
+  }
+  if (rank_ == root) stage_out(host, data);
+}
+
+void MpiCommunicator::broadcast_bytes(std::vector<char>& bytes, int root) {
+  check_root("broadcast_bytes", root);
+  if (world_ == 1) return;
+  mpi_broadcast_bytes(bytes, root, main_comm_);
+}
+
+void mpi_broadcast_bytes(std::vector<char>& bytes, int root, MPI_Comm comm) {
+  uint64_t n = bytes.size();
+  HT_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
+  bytes.resize(n);
+  for (uint64_t off = 0; off < n; off += kMaxChunk)
+    HT_MPI_CHECK(MPI_Bcast(bytes.data() + off, static_cast<int>(std::min<uint64_t>(kMaxChunk, n - off)), MPI_CHAR,
+                           root, comm));
 }
 
 void MpiCommunicator::set_async_observer(AsyncObserver obs) {

@@ -29,6 +29,11 @@
 
 namespace ht {
 
+/// Broadcast of host bytes from `root` over `comm` (its size first, then the bytes in pieces of at
+/// most 1 GiB, since MPI counts are int): every rank's `bytes` ends up equal to root's. Collective
+/// over `comm`. Throws RuntimeError on MPI failure. Shared by MpiCommunicator and NCCL's bootstrap.
+void mpi_broadcast_bytes(std::vector<char>& bytes, int root, MPI_Comm comm);
+
 class MpiCommunicator final : public Communicator {
  public:
   /// Collective over `base` (every rank constructs it together: it calls MPI_Comm_dup twice).
@@ -46,6 +51,8 @@ class MpiCommunicator final : public Communicator {
   void allreduce_sum(std::span<float> data) override;
   void allreduce_average(std::span<float> data) override;
   void broadcast(std::span<float> data, int root) override;
+  void reduce_sum(std::span<float> data, int root) override;      // MPI_Reduce(MPI_SUM)
+  void broadcast_bytes(std::vector<char>& bytes, int root) override;  // mpi_broadcast_bytes
 
   /// Queues an in-place average for the communication thread and returns at once (after the
   /// device-to-host copy when staging). `data` must not be touched until wait_all returns, and must
@@ -64,6 +71,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   void ensure_thread();
+  void check_root(const char* op, int root) const;  ///< RuntimeError for a root outside [0, world_size)
   std::span<float> stage_in(std::span<float> data, size_t slot);
   void stage_out(std::span<float> host, std::span<float> data);
 

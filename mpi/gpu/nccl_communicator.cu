@@ -13,6 +13,8 @@
 // - Time limit: on expiry, or on an asynchronous NCCL error, ncclCommAbort and RuntimeError naming
 //   the rank, the operation, the NCCL_* settings and the NCCL_DEBUG=INFO hint
 //   (mpi/gpu/poll_deadline.hpp). Every later call throws, since the communicator is gone.
+// - Host bytes (broadcast_bytes) go over the MPI bootstrap communicator, a duplicate of
+//   MPI_COMM_WORLD made with the communicator; reduce_sum is ncclReduce on the device.
 #include <mpi.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -26,6 +28,7 @@
 #include "mpi/check.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/gpu/poll_deadline.hpp"
+#include "mpi/mpi_communicator.hpp"  // mpi_broadcast_bytes
 #include "mpi/gpu/nccl_communicator.hpp"
 
 namespace ht {
@@ -40,8 +43,9 @@ std::string host_name() {
 class NcclCommunicator final : public Communicator {
  public:
   // `id` comes from rank 0 (ncclGetUniqueId), handed to every rank beforehand (make_nccl_communicator).
-  NcclCommunicator(double timeout_s, int world, int rank, const ncclUniqueId& id)
-      : timeout_s_(timeout_s), host_(host_name()), rank_(rank), world_(world) {
+  // `bootstrap` (owned from here on; MPI_COMM_NULL for the unjoined test communicator) carries host bytes.
+  NcclCommunicator(double timeout_s, int world, int rank, const ncclUniqueId& id, MPI_Comm bootstrap)
+      : timeout_s_(timeout_s), host_(host_name()), rank_(rank), world_(world), bootstrap_(bootstrap) {
     cuda::Context& cx = cuda::ctx();
     compute_ = cx.compute;
     HT_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
@@ -60,6 +64,7 @@ class NcclCommunicator final : public Communicator {
       // The destructor does not run for a constructor that throws: release the stream and events
       // here (the communicator itself was aborted by fail()/timeout()).
       release_cuda_objects();
+      free_bootstrap();
       throw;
     }
   }
@@ -88,6 +93,7 @@ class NcclCommunicator final : public Communicator {
       comm_ = nullptr;
     }
     release_cuda_objects();
+    free_bootstrap();
   }
 
   std::string name() const override { return "nccl"; }
@@ -113,6 +119,29 @@ class NcclCommunicator final : public Communicator {
     after_enqueue(rc, op);
     ++pending_;
     wait(op);
+  }
+
+  void reduce_sum(std::span<float> data, int root) override {
+    const std::string op = "reduce_sum to rank " + std::to_string(root) + " of " + std::to_string(data.size()) +
+                           " floats";
+    if (root < 0 || root >= world_)
+      throw RuntimeError("NCCL " + op + ": root outside [0, " + std::to_string(world_) + ")");
+    order_after_compute();
+    check_usable(op);
+    ncclResult_t rc = ncclReduce(data.data(), data.data(), data.size(), ncclFloat, ncclSum, root, comm_, comm_stream_);
+    after_enqueue(rc, op);
+    ++pending_;
+    wait(op);
+  }
+  void broadcast_bytes(std::vector<char>& bytes, int root) override {
+    if (root < 0 || root >= world_)
+      throw RuntimeError("NCCL broadcast_bytes: root " + std::to_string(root) + " outside [0, " +
+                         std::to_string(world_) + ")");
+    if (world_ == 1) return;
+    if (bootstrap_ == MPI_COMM_NULL)
+      throw RuntimeError("NCCL broadcast_bytes on rank " + std::to_string(rank_) +
+                         ": this communicator was made without MPI (no bootstrap communicator)");
+    mpi_broadcast_bytes(bytes, root, bootstrap_);
   }
 
   void start_allreduce_average(std::span<float> data) override {
@@ -223,6 +252,14 @@ class NcclCommunicator final : public Communicator {
     comm_stream_ = nullptr;
   }
 
+  void free_bootstrap() {
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (bootstrap_ != MPI_COMM_NULL && inited && !finalized) MPI_Comm_free(&bootstrap_);
+    bootstrap_ = MPI_COMM_NULL;
+  }
+
   void abort_comm() {
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
@@ -234,6 +271,7 @@ class NcclCommunicator final : public Communicator {
   std::string host_;
   int rank_ = 0, world_ = 1;
   ncclComm_t comm_ = nullptr;
+  MPI_Comm bootstrap_ = MPI_COMM_NULL;
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
@@ -266,13 +304,16 @@ std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s) {
                        (err.empty() ? std::string() : ": " + err) + ". NCCL settings in effect: " +
                        nccl_settings_text() + ". Rerun with NCCL_DEBUG=INFO to see the cause.");
   HT_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
-  return std::make_unique<NcclCommunicator>(timeout_s, world, rank, id);
+  MPI_Comm bootstrap = MPI_COMM_NULL;
+  HT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &bootstrap));
+  HT_MPI_CHECK(MPI_Comm_set_errhandler(bootstrap, MPI_ERRORS_RETURN));
+  return std::make_unique<NcclCommunicator>(timeout_s, world, rank, id, bootstrap);
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator_unjoined_for_test(int nranks, int rank, double timeout_s) {
   ncclUniqueId id;
   HT_NCCL_CHECK(ncclGetUniqueId(&id));
-  return std::make_unique<NcclCommunicator>(timeout_s, nranks, rank, id);
+  return std::make_unique<NcclCommunicator>(timeout_s, nranks, rank, id, MPI_COMM_NULL);
 }
 
 }  // namespace ht

@@ -1,13 +1,57 @@
-// hpctrain train --config FILE [--section.key value ...]: train (src/train/trainer.cpp).
+// hpctrain train --config FILE [--section.key value ...] [--init-from CHECKPOINT [--reset-head]]: train
+// (src/train/trainer.cpp), checkpointing through src/train/checkpoint_manager.cpp.
+#include <boost/program_options.hpp>
+
 #include <iostream>
 
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/train_args.hpp"
+#include "src/train/checkpoint_manager.hpp"
 #include "src/train/config.hpp"
-#include "src/train/resume.hpp"
 #include "src/train/trainer.hpp"
 
 namespace ht {
+
+CheckpointArgs parse_checkpoint_args(const std::vector<std::string>& extra) {
+  namespace po = boost::program_options;
+  const std::string unknown_hint = " (config keys are --section.key; others: --init-from CHECKPOINT, --reset-head)";
+  const std::string needs_path = "hpctrain train: --init-from needs a checkpoint path";
+  po::options_description desc("hpctrain train");
+  desc.add_options()("init-from", po::value<std::string>(), "checkpoint to load parameters (and buffers) from")(
+      "reset-head", "keep the last linear layer as initialised (with --init-from)");
+  // No guessing of abbreviations: "--init" is an unknown argument, not --init-from.
+  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  po::parsed_options parsed(&desc);
+  try {
+    parsed = po::command_line_parser(extra).options(desc).style(style).allow_unregistered().run();
+  } catch (const po::invalid_command_line_syntax& e) {
+    if (e.kind() == po::invalid_command_line_syntax::missing_parameter) throw UsageError(needs_path);
+    for (const auto& x : extra)  // --reset-head=VALUE
+      if (x.rfind(e.get_option_name() + "=", 0) == 0)
+        throw UsageError("hpctrain train: unknown argument '" + x + "'" + unknown_hint);
+    throw UsageError(std::string("hpctrain train: ") + e.what());
+  } catch (const po::error& e) {
+    throw UsageError(std::string("hpctrain train: ") + e.what());
+  }
+  CheckpointArgs a;
+  for (const auto& o : parsed.options) {
+    if (o.unregistered || o.position_key >= 0) {
+      const std::string x = o.original_tokens.empty() ? o.string_key : o.original_tokens.front();
+      throw UsageError("hpctrain train: unknown argument '" + x + "'" + unknown_hint);
+    }
+    if (o.string_key == "reset-head") {
+      a.reset_head = true;
+    } else if (o.string_key == "init-from") {
+      // "--init-from --x": the next argument is another option, not a path ("--init-from=--x" is a path).
+      if (o.original_tokens.size() > 1 && o.value.front().rfind("--", 0) == 0) throw UsageError(needs_path);
+      a.init_from = o.value.front();
+    }
+  }
+  if (a.reset_head && a.init_from.empty())
+    throw UsageError("hpctrain train: --reset-head needs --init-from CHECKPOINT");
+  return a;
+}
 
 int cmd_train(const Args& args) {
   for (const auto& a : args)

@@ -56,7 +56,7 @@ TrainSummary Trainer::run() {
     staged_ = false;
     if (feeder_) feeder_->reset();
     while (step(epoch)) {
-      // Checkpoint hook (src/train/resume.cpp): periodic saves; stop signals agreed by all ranks.
+      // Checkpoint hook (src/train/checkpoint_manager.cpp): periodic saves; stop signals agreed by all ranks.
       bool hook_stop = false;
       if (hooks_.step_end) {
         TraceSpan ck_span(trace_, "checkpoint");

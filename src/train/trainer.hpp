@@ -20,6 +20,7 @@
 #include "src/nn/models.hpp"
 #include "src/train/sgd.hpp"
 #include "src/train/step_metrics.hpp"
+#include "src/train/training_state.hpp"
 #include "cuda/h2d_feeder.hpp"
 
 namespace ht {
@@ -44,7 +45,7 @@ struct TrainSummary {
   std::string status = "finished";  ///< run_end status: finished, stopped (signal), checkpoint_failed
 };
 
-/// Checkpoint hooks (src/train/resume.cpp). step_end runs on every rank after every step
+/// Checkpoint hooks (src/train/checkpoint_manager.cpp). step_end runs on every rank after every step
 /// (true: stop after this step); run_end once after the loop (final/stop checkpoint, exit code).
 struct CheckpointHooks {
   std::function<bool()> step_end;
@@ -71,6 +72,19 @@ class Trainer {
   /// `skip` lists parameter names to leave as initialised (--reset-head).
   void load_state_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors, bool params_only,
                           const std::vector<std::string>& skip = {});
+  /// The training state for a checkpoint (src/train/trainer_state.cpp). Collective: every rank calls
+  /// it at the same step. Rank 0 gets every tensor (host copies; "buffer/" entries are the average of
+  /// the ranks' BatchNorm running statistics, summed at rank 0 through the communicator and divided by
+  /// world_size); other ranks get the same fields without tensors.
+  TrainingState capture_state();
+  /// Loads `state` (local, no collectives): RestoreScope::full sets every tensor and the progress
+  /// (resume); params / params_reset_head load "param/" and "buffer/" only (--init-from), leaving the
+  /// last linear layer as initialised for params_reset_head. Returns the parameter names left as
+  /// initialised. Throws UsageError naming a missing tensor or a shape the model does not have.
+  std::vector<std::string> restore_state(const TrainingState& state, RestoreScope scope);
+  /// The communicator over all ranks (MPI on CPU, NCCL on GPUs); also moves host bytes
+  /// (Communicator::broadcast_bytes).
+  Communicator& communicator() { return *comm_; }
   TrainProgress& progress() { return prog_; }
   Model& model() { return *model_; }
   const Config& config() const { return cfg_; }

@@ -1,4 +1,5 @@
-# Checkpoints (io/checkpoint*, src/train/resume, src/train/signals). Unit tests: ht_unit_tests [checkpoint].
+# Checkpoints (io/checkpoint*, src/train/checkpoint_manager, checkpoint_schedule, training_state, signals).
+# Unit tests: ht_unit_tests [checkpoint].
 # Script tests drive the real binary (mostly under mpirun) and read checkpoints back with h5py.
 foreach(t exact_resume signals crash_corrupt elastic resume_semantics disk_full)
   ht_add_script_test(ckpt_${t} ckpt/test_${t}.py LABELS ckpt TIMEOUT 300)

@@ -77,6 +77,36 @@ TEST_CASE("comm: allreduce_sum, allreduce_average and broadcast give exact value
   CHECK_THROWS_AS(comm.broadcast(x, n), RuntimeError);
 }
 
+TEST_CASE("comm: reduce_sum to a root and broadcast_bytes give exact values", "[comm]") {
+  MpiCommunicator comm;
+  const int r = comm.rank(), n = comm.world_size();
+  for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{262147}}) {
+    INFO("count " << count);
+    for (int root = 0; root < n; ++root) {
+      auto a = pattern(count, r, root);
+      comm.reduce_sum(a, root);
+      if (r == root) CHECK(count_wrong(a, expected_sum, n, root, 1.0f) == 0);
+    }
+  }
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{3}, size_t{1} << 20}) {
+    INFO("bytes " << bytes);
+    for (int root = 0; root < n; ++root) {
+      // The root's message, of its length; the others start with something else of another length.
+      std::vector<char> b(r == root ? bytes : 17 + r, static_cast<char>('a' + r));
+      for (size_t i = 0; r == root && i < b.size(); ++i) b[i] = static_cast<char>(i * 7 + root);
+      comm.broadcast_bytes(b, root);
+      REQUIRE(b.size() == bytes);
+      size_t bad = 0;
+      for (size_t i = 0; i < b.size(); ++i) bad += b[i] != static_cast<char>(i * 7 + root);
+      CHECK(bad == 0);
+    }
+  }
+  std::vector<float> x(3);
+  std::vector<char> y(3);
+  CHECK_THROWS_AS(comm.reduce_sum(x, n), RuntimeError);
+  CHECK_THROWS_AS(comm.broadcast_bytes(y, -1), RuntimeError);
+}
+
 TEST_CASE("comm: several started averages complete in order with exact values", "[comm]") {
   MpiCommunicator comm;
   const int r = comm.rank(), n = comm.world_size();

@@ -35,6 +35,8 @@ class RecordingComm : public Communicator {
   void allreduce_sum(std::span<float>) override { FAIL("unexpected"); }
   void allreduce_average(std::span<float>) override { FAIL("unexpected"); }
   void broadcast(std::span<float>, int) override { FAIL("unexpected"); }
+  void reduce_sum(std::span<float>, int) override { FAIL("unexpected"); }
+  void broadcast_bytes(std::vector<char>&, int) override { FAIL("unexpected"); }
   void start_allreduce_average(std::span<float> d) override {
     started.emplace_back(d.data() - base_, d.data() - base_ + static_cast<int64_t>(d.size()));
   }

@@ -437,21 +437,3 @@ TEST_CASE("expected size bounds the file; edge-chunk padding stays small", "[che
   require_equal(d, read_checkpoint_file(path));
   fs::remove_all(dir);
 }
-
-#include "src/train/resume.hpp"
-
-TEST_CASE("train arguments --init-from / --reset-head and the head's parameter names", "[checkpoint]") {
-  auto a = parse_checkpoint_args({"--init-from", "/x/y.h5", "--reset-head"});
-  REQUIRE(a.init_from == "/x/y.h5");
-  REQUIRE(a.reset_head);
-  REQUIRE(parse_checkpoint_args({"--init-from=/z.h5"}).init_from == "/z.h5");
-  REQUIRE_FALSE(parse_checkpoint_args({}).reset_head);
-  REQUIRE_THROWS_AS(parse_checkpoint_args({"--reset-head"}), UsageError);
-  REQUIRE_THROWS_AS(parse_checkpoint_args({"--init-from"}), UsageError);
-  REQUIRE_THROWS_AS(parse_checkpoint_args({"--bogus"}), UsageError);
-  REQUIRE(head_param_names({"conv1.weight", "bn1.weight", "fc.weight", "fc.bias"}, {4, 1, 2, 1}) ==
-          std::vector<std::string>{"fc.weight", "fc.bias"});
-  REQUIRE(head_param_names({"fc1.weight", "fc1.bias", "fc3.weight", "fc3.bias"}, {2, 1, 2, 1}) ==
-          std::vector<std::string>{"fc3.weight", "fc3.bias"});
-  REQUIRE(head_param_names({"conv.weight"}, {4}).empty());
-}

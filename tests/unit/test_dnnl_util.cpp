@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "src/ops/dnnl_util.hpp"
+#include "src/ops/op.hpp"
 
 using namespace ht;
 namespace du = ht::dnnl_util;
@@ -36,10 +37,16 @@ TEST_CASE("dnnl_util Staged round trip and accumulate", "[dnnl_util]") {
   }
 }
 
-TEST_CASE("dnnl_util check_cpu_f32 names the tensor", "[dnnl_util]") {
+TEST_CASE("OpArgs validates once and names the tensor", "[op_args]") {
   auto t = Tensor::zeros({2, 3});
-  CHECK_NOTHROW(du::check_cpu_f32(t, "op", "x", {2, 3}));
-  CHECK_THROWS_WITH(du::check_cpu_f32(t, "op", "x", {3, 2}), Catch::Contains("op: x has shape"));
+  const OpArgs a("op", t);
+  CHECK(a.device() == Device::cpu);
+  CHECK_NOTHROW(a.f32(t, "x", {2, 3}));
+  CHECK_THROWS_WITH(a.f32(t, "x", {3, 2}), Catch::Contains("op(cpu): x has shape [2, 3], expected [3, 2]"));
   auto u = Tensor::zeros({2, 3}, DType::f64);
-  CHECK_THROWS_WITH(du::check_cpu_f32(u, "op", "w", {2, 3}), Catch::Contains("float32"));
+  CHECK_THROWS_WITH(a.f32(u, "w", {2, 3}), Catch::Contains("float32"));
+  CHECK_THROWS_WITH(a.f32(Tensor(), "b"), Catch::Contains("b is undefined"));
+  auto v = Tensor::zeros({5});
+  CHECK_THROWS_WITH(a.same_numel(t, "x", v, "y"), Catch::Contains("differ in size"));
+  CHECK_THROWS_WITH(a.i32(t, "labels"), Catch::Contains("expected int32"));
 }

@@ -1,47 +1,44 @@
 #pragma once
 // Checkpointing inside training: resume / fresh start / --init-from at start-up, periodic and
-// Young/Daly-timed asynchronous checkpoints, stop signals agreed across ranks at step boundaries,
-// and the final (or stop) checkpoint with exit code 75. The Trainer calls three hooks
-// (Trainer::set_checkpoint_hooks); everything else lives here.
+// Young/Daly-timed asynchronous checkpoints (src/train/checkpoint_schedule.hpp), stop signals agreed
+// across ranks at step boundaries, and the final (or stop) checkpoint with exit code 75. The Trainer
+// calls two hooks (Trainer::set_checkpoint_hooks); everything else lives here.
 //
-// State in a checkpoint (io/checkpoint.hpp): param/*, buffer/* (BatchNorm running statistics
-// averaged across ranks), momentum/*; ints step, epoch, step_in_epoch (the sample cursor in global
-// steps), world_size, seed, global_batch, total_steps, steps_per_epoch, nonfinite_in_row,
-// nonfinite_total; floats lr (of the next step), loss_scale; strings model, config, config_hash.
+// What a checkpoint holds is the typed TrainingState (src/train/training_state.hpp), which the
+// Trainer captures and restores (Trainer::capture_state / restore_state); rank 0 reads and writes the
+// files, and the state reaches the other ranks through the trainer's Communicator (broadcast_bytes).
 // Because sampling and augmentation depend only on (seed, epoch, global sample index), the same
 // state resumes exactly on the same world_size and continues the same sample stream on another.
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "io/checkpoint.hpp"
 #include "io/checkpoint_writer.hpp"
+#include "src/train/checkpoint_schedule.hpp"
 
 namespace ht {
 
+class MetricsWriter;
 class Trainer;
+struct Config;
+struct TrainProgress;
 struct TrainSummary;
 
-/// Command-line arguments of `hpctrain train` that are not config keys.
+/// Command-line arguments of `hpctrain train` that are not config keys (parsed by the CLI:
+/// parse_checkpoint_args in src/cli/train_args.hpp).
 struct CheckpointArgs {
   std::string init_from;    ///< --init-from CHECKPOINT: load parameters (and buffers) only
   bool reset_head = false;  ///< --reset-head: keep the last linear layer as initialised (new class count)
 };
-/// Parses --init-from PATH, --init-from=PATH and --reset-head from parse_config's extra arguments;
-/// throws UsageError naming anything else.
-CheckpointArgs parse_checkpoint_args(const std::vector<std::string>& extra);
-
-/// Names of the last linear layer's parameters ("fc.weight", "fc.bias" for ResNets): the last
-/// two-dimensional "*.weight" parameter and its bias.
-std::vector<std::string> head_param_names(const std::vector<std::string>& param_names,
-                                          const std::vector<int>& param_ndims);
 
 class CheckpointManager {
  public:
   /// Installs the stop-signal handlers (checkpoint.signals) and the trainer hooks. Collective.
   CheckpointManager(Trainer& trainer, CheckpointArgs args);
+  /// Waits for a write in flight (its error is printed unless run_end reported it), removes the
+  /// hooks and restores the signal dispositions.
   ~CheckpointManager();
 
   /// Start-up, all ranks: run.fresh, leftover temporary files, resume from the newest valid
@@ -59,22 +56,28 @@ class CheckpointManager {
   void run_end(TrainSummary& s);
 
  private:
-  CheckpointData collect();  // collective: rank 0 gets the full state, buffers averaged over ranks
+  /// Rank 0's start-up work (fresh, clean-up, load, config checks, free space): how to start and
+  /// the serialised state to broadcast. Throws UsageError / RuntimeError.
+  struct StartPlan;
+  StartPlan plan_start();
   void save(bool sync, const std::string& reason);
-  void report_completed();   // rank 0: metrics "checkpoint" events, Young/Daly update
-  void update_interval(double cost_s);
+  void report_completed();  // rank 0: metrics "checkpoint" events, Young/Daly update
+  void raise_test_signal(); // HT_TEST_FAULTS signal_at_step / signal_rank
 
   Trainer& t_;
+  const Config& cfg_;
+  const TrainProgress& prog_;  // the trainer's progress (read-only here: restore_state sets it)
+  MetricsWriter* metrics_;     // rank 0; nullptr elsewhere
+  int64_t total_steps_ = 0, steps_per_epoch_ = 0;
   CheckpointArgs args_;
   std::unique_ptr<CheckpointWriter> writer_;
+  CheckpointSchedule schedule_;
   int rank_ = 0, world_ = 1;
   int64_t last_saved_step_ = -1;
+  int64_t signal_at_step_ = -1;  // test fault: SIGTERM to this process after this step (-1: none)
+  int64_t signal_rank_ = 0;      // test fault: the rank that signals itself
   bool stop_ = false, failed_ = false, raised_ = false;
   std::string fail_message_;
-  std::chrono::steady_clock::time_point last_save_time_;
-  double interval_s_ = 0;      // time-based interval (every_minutes or Young/Daly); 0 = none
-  bool need_measure_ = false;  // Young/Daly: checkpoint once early to measure the cost
-  double cost_s_ = 0;          // measured checkpoint cost (copy + stall + write)
   struct Pending {
     double copy_ms = 0, stall_ms = 0;
     std::string reason;

@@ -1,0 +1,326 @@
+// CheckpointManager: start-up (fresh / resume / --init-from), step-boundary agreement and periodic
+// saves, and the final or stop checkpoint with its exit code. The state itself is the Trainer's
+// (capture_state / restore_state); timing is CheckpointSchedule's; files are io's.
+#include "src/train/checkpoint_manager.hpp"
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <vector>
+
+#include "io/checkpoint.hpp"
+#include "io/metrics.hpp"
+#include "mpi/communicator.hpp"
+#include "mpi/dist.hpp"
+#include "src/base/test_faults.hpp"
+#include "src/train/config.hpp"
+#include "src/train/sgd.hpp"
+#include "src/train/signals.hpp"
+#include "src/train/trainer.hpp"
+#include "src/base/clock.hpp"
+#include "src/train/training_state.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ht {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Rank 0's `s` on every rank (collective).
+void share(Communicator& comm, std::string& s) {
+  std::vector<char> b(s.begin(), s.end());
+  comm.broadcast_bytes(b, 0);
+  s.assign(b.begin(), b.end());
+}
+
+std::string signal_name(int s) {
+  const char* abbrev = sigabbrev_np(s);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(s);
+}
+
+}  // namespace
+
+struct CheckpointManager::StartPlan {
+  std::string mode = "fresh";   ///< fresh | resume | init
+  std::string from;             ///< the checkpoint resumed or initialised from
+  bool config_differs = false;  ///< resume: the saved config text differs from this run's
+  TrainingState state;          ///< rank 0: the state to restore (resume, init)
+};
+
+CheckpointManager::CheckpointManager(Trainer& trainer, CheckpointArgs args)
+    : t_(trainer),
+      cfg_(trainer.config()),
+      prog_(trainer.progress()),
+      metrics_(trainer.metrics()),
+      total_steps_(trainer.total_steps()),
+      steps_per_epoch_(trainer.steps_per_epoch()),
+      args_(std::move(args)),
+      schedule_(cfg_.checkpoint.every_steps, cfg_.checkpoint.every_minutes, cfg_.checkpoint.mtbf_minutes,
+                Clock::now()) {
+  rank_ = dist().rank;
+  world_ = dist().world_size;
+  const auto& c = cfg_.checkpoint;
+  // Test-only self-signal (HT_TEST_FAULTS signal_at_step, signal_rank).
+  const TestFaults& faults = TestFaults::get();
+  signal_at_step_ = faults.integer("signal_at_step", -1);
+  signal_rank_ = faults.integer("signal_rank", 0);
+  install_stop_signals(c.signals);
+  if (rank_ == 0) {
+    CheckpointWriteOptions o;
+    o.keep_last = c.keep_last;
+    o.keep_every = c.keep_every;
+    o.test_delay_ms = TestFaults::get().number("ckpt_write_delay_ms", 0);  // until io reads it itself
+    writer_ = std::make_unique<CheckpointWriter>(cfg_.run.dir, o, c.async);
+  }
+  t_.set_checkpoint_hooks({[this] { return step_end(); }, [this](TrainSummary& s) { run_end(s); }});
+}
+
+CheckpointManager::~CheckpointManager() {
+  t_.set_checkpoint_hooks({});
+  if (writer_) {
+    try {
+      writer_->wait();
+    } catch (const std::exception& e) {
+      if (!failed_) std::cerr << "hpctrain: " << e.what() << "\n";  // (run_end reported it already)
+    }
+  }
+  restore_stop_signals();
+}
+
+CheckpointManager::StartPlan CheckpointManager::plan_start() {
+  StartPlan plan;
+  const std::string& dir = cfg_.run.dir;
+  auto warn = [](const std::string& w) { std::cerr << "hpctrain: warning: " << w << "\n" << std::flush; };
+  if (cfg_.run.fresh && !list_checkpoints(dir).empty()) {
+    char stamp[32];
+    std::snprintf(stamp, sizeof stamp, "%lld", static_cast<long long>(std::time(nullptr)));
+    fs::path aside = fs::path(dir) / ("checkpoints.before-fresh-" + std::string(stamp));
+    fs::rename(checkpoint_dir(dir), aside);
+    fs::remove(fs::path(dir) / "LATEST");
+    std::cout << "hpctrain: run.fresh: previous checkpoints moved to " << aside.string() << "\n";
+  }
+  for (auto& p : clean_temporary_files(dir)) warn("removed leftover temporary file " + p + " (an interrupted write)");
+  bool had_any = !list_checkpoints(dir).empty();
+  auto loaded = load_latest_checkpoint(dir, true, warn);
+  if (loaded) {
+    const CheckpointData& d = loaded->data;
+    std::string model = d.strings.count("model") ? d.strings.at("model") : "?";
+    int64_t gb = d.get_int("global_batch", loaded->path);
+    if (!cfg_.run.allow_config_change && (model != cfg_.model.name || gb != cfg_.train.global_batch))
+      throw UsageError("run.dir = " + dir + ": checkpoint " + loaded->path + " was saved with model.name = " + model +
+                       ", train.global_batch = " + std::to_string(gb) + "; this config has model.name = " +
+                       cfg_.model.name + ", train.global_batch = " + std::to_string(cfg_.train.global_batch) +
+                       ". Pass --run.allow_config_change to resume anyway, or --run.fresh to start over");
+    plan.mode = "resume";
+    plan.from = loaded->path;
+    plan.config_differs = d.strings.count("config") && d.strings.at("config") != to_ini(cfg_);
+    plan.state = training_state_from_checkpoint(std::move(loaded->data), loaded->path);
+  } else if (had_any) {
+    throw UsageError("run.dir = " + dir + ": no checkpoint in " + checkpoint_dir(dir) +
+                     " is valid (each was reported above); rerun with --run.fresh to start over");
+  } else if (!args_.init_from.empty()) {
+    plan.mode = "init";
+    plan.from = args_.init_from;
+    plan.state = training_state_from_checkpoint(read_checkpoint_file(args_.init_from), args_.init_from,
+                                                /*require_progress=*/false);
+  }
+  // Free space for one checkpoint (plus the one being replaced is already on disk).
+  CheckpointData probe;
+  probe.tensors = t_.state_tensors();
+  std::error_code ec;
+  fs::create_directories(checkpoint_dir(dir), ec);
+  check_free_space(checkpoint_dir(dir), checkpoint_expected_bytes(probe));
+  return plan;
+}
+
+void CheckpointManager::start() {
+  Communicator& comm = t_.communicator();
+  std::string err;
+  std::string err_kind;  // "usage" (exit 2), "runtime" (exit 1), "" none
+  StartPlan plan;
+  if (rank_ == 0) {
+    try {
+      plan = plan_start();
+    } catch (const UsageError& e) {
+      err = e.what();
+      err_kind = "usage";
+    } catch (const std::exception& e) {
+      err = e.what();
+      err_kind = "runtime";
+    }
+  }
+  if (world_ > 1) {
+    share(comm, err_kind);
+    share(comm, err);
+  }
+  if (err_kind == "usage") throw UsageError(err);
+  if (err_kind == "runtime") throw RuntimeError(err);
+  if (world_ > 1) {
+    share(comm, plan.mode);
+    share(comm, plan.from);
+    if (plan.mode != "fresh") {
+      std::vector<char> blob;
+      if (rank_ == 0) blob = serialize_training_state(plan.state);
+      comm.broadcast_bytes(blob, 0);
+      if (rank_ != 0) plan.state = deserialize_training_state(blob);
+    }
+  }
+  if (plan.mode == "fresh") return;
+  if (plan.mode == "init") {
+    const auto skip = t_.restore_state(plan.state, args_.reset_head ? RestoreScope::params_reset_head
+                                                                    : RestoreScope::params);
+    if (rank_ == 0) {
+      std::cout << "hpctrain: initialised parameters from " << plan.from;
+      if (!skip.empty()) {
+        std::cout << " (head reset:";
+        for (auto& s : skip) std::cout << " " << s;
+        std::cout << ")";
+      }
+      std::cout << "; training starts at step 0\n" << std::flush;
+    }
+    return;
+  }
+  t_.restore_state(plan.state, RestoreScope::full);
+  const TrainProgress& p = prog_;
+  last_saved_step_ = p.step;
+  const int64_t saved_world = plan.state.world_size;
+  if (rank_ == 0) {
+    double lr = learning_rate(cfg_.optim, p.step, total_steps_, steps_per_epoch_);
+    std::printf("hpctrain: resumed from %s: step %lld, epoch %d (step %lld of %lld in the epoch), lr %.6g, "
+                "saved with world_size %lld, now %d\n",
+                plan.from.c_str(), static_cast<long long>(p.step), p.epoch + 1,
+                static_cast<long long>(p.step_in_epoch), static_cast<long long>(steps_per_epoch_), lr,
+                static_cast<long long>(saved_world), world_);
+    if (plan.config_differs) std::printf("hpctrain: note: the config differs from the one saved in the checkpoint\n");
+    std::fflush(stdout);
+    if (metrics_)
+      metrics_->write({{"event", "resume"}, {"path", plan.from}, {"step", p.step}, {"epoch", p.epoch + 1},
+                       {"step_in_epoch", p.step_in_epoch}, {"lr", lr}, {"saved_world_size", saved_world},
+                       {"world_size", world_}});
+  }
+}
+
+void CheckpointManager::save(bool sync, const std::string& reason) {
+  const int64_t step = prog_.step;
+  auto t0 = Clock::now();
+  TrainingState state = t_.capture_state();  // collective
+  last_saved_step_ = step;
+  schedule_.mark_saved(Clock::now());
+  if (rank_ != 0) return;
+  CheckpointData d = to_checkpoint_data(std::move(state));
+  double copy_ms = ms_since(t0);
+  pending_[step] = {copy_ms, 0, reason};
+  try {
+    auto st = writer_->save(step, std::move(d));
+    pending_[step].stall_ms = st.stall_ms;
+    if (sync) writer_->wait();
+  } catch (const std::exception& e) {
+    failed_ = true;
+    fail_message_ = e.what();
+  }
+  report_completed();
+}
+
+void CheckpointManager::report_completed() {
+  if (rank_ != 0) return;
+  for (auto& r : writer_->take_completed()) {
+    int64_t step = checkpoint_step_from_name(fs::path(r.path).filename().string());
+    Pending p = pending_.count(step) ? pending_[step] : Pending{};
+    pending_.erase(step);
+    if (metrics_)
+      metrics_->write({{"event", "checkpoint"}, {"step", step}, {"path", r.path}, {"bytes", r.bytes},
+                       {"write_ms", r.write_ms}, {"copy_ms", p.copy_ms}, {"stall_ms", p.stall_ms},
+                       {"reason", p.reason}, {"removed", r.removed}});
+    if (auto change = schedule_.record_cost((p.copy_ms + p.stall_ms + r.write_ms) / 1000.0)) {
+      std::printf("hpctrain: checkpoint interval (Young/Daly): sqrt(2 x C %.3f s x MTBF %.1f min) = %.1f s\n",
+                  change->cost_s, schedule_.mtbf_minutes(), change->interval_s);
+      std::fflush(stdout);
+      if (metrics_)
+        metrics_->write({{"event", "checkpoint_interval"}, {"rule", "young_daly"}, {"cost_s", change->cost_s},
+                         {"mtbf_minutes", schedule_.mtbf_minutes()}, {"interval_s", change->interval_s}});
+    }
+  }
+}
+
+void CheckpointManager::raise_test_signal() {
+  if (raised_ || signal_at_step_ < 0 || prog_.step != signal_at_step_ || rank_ != signal_rank_) return;
+  raised_ = true;
+  // A real signal, raised on one rank (the handler sets the flag like any delivery). Process-directed,
+  // as a real delivery (raise() targets this thread, which blocks it); the receiver thread takes it
+  // asynchronously, so wait (bounded) for the flag to keep the test exact.
+  ::kill(::getpid(), SIGTERM);
+  for (int i = 0; i < 2000 && !stop_requested(); ++i) ::usleep(1000);
+}
+
+bool CheckpointManager::step_end() {
+  raise_test_signal();
+  uint32_t local = stop_requested() ? kFlagStop : 0u;
+  if (rank_ == 0) {
+    report_completed();
+    if (!writer_->error().empty()) local |= kFlagWriteFailed;
+    if (schedule_.time_due(Clock::now())) local |= kFlagCheckpoint;
+  }
+  const uint32_t flags = world_ > 1 ? agree_step_flags(local) : local;
+  if (flags & kFlagWriteFailed) {
+    failed_ = true;
+    if (rank_ == 0) fail_message_ = writer_->error();
+    return true;
+  }
+  if (flags & kFlagStop) {
+    stop_ = true;
+    return true;
+  }
+  if (prog_.step >= total_steps_ || prog_.step == last_saved_step_) return false;  // the final save is run_end's
+  if (auto reason = schedule_.decide(prog_.step, (flags & kFlagCheckpoint) != 0)) save(false, *reason);
+  return false;
+}
+
+void CheckpointManager::run_end(TrainSummary& s) {
+  const TrainProgress& p = prog_;
+  if (!failed_) {
+    if (p.step != last_saved_step_) {
+      save(true, stop_ ? "signal" : "final");
+    } else if (rank_ == 0) {
+      try {
+        writer_->wait();
+      } catch (const std::exception& e) {
+        failed_ = true;
+        fail_message_ = e.what();
+      }
+      report_completed();
+    }
+    uint32_t f = failed_ ? kFlagWriteFailed : 0u;
+    if (world_ > 1) f = agree_step_flags(f);
+    failed_ = (f & kFlagWriteFailed) != 0;
+  }
+  if (failed_) {
+    s.exit_code = kExitRuntime;
+    s.status = "checkpoint_failed";
+    // One write per message: ranks share the terminal, and a line must not be cut by another rank's.
+    std::string msg = rank_ == 0 ? "hpctrain: fatal (rank 0, step " + std::to_string(p.step) + "): " + fail_message_ +
+                                       "\nhpctrain: every rank stops; the previous checkpoint and LATEST are kept\n"
+                                 : "hpctrain: rank " + std::to_string(rank_) + " stops at step " +
+                                       std::to_string(p.step) + ": rank 0 could not write a checkpoint\n";
+    std::cerr << msg << std::flush;
+    return;
+  }
+  if (stop_) {
+    s.exit_code = kExitStopped;
+    s.status = "stopped";
+    if (rank_ == 0) {
+      std::string sig = stop_signal() ? signal_name(stop_signal()) : std::string("a signal on another rank");
+      std::printf("hpctrain: stopped by %s after step %lld: checkpoint %s saved; rerun the same command to resume "
+                  "(exit code 75)\n",
+                  sig.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace ht

@@ -1,0 +1,212 @@
+// TrainingState <-> CheckpointData (the file format) and <-> bytes (the broadcast to other ranks).
+#include "src/train/training_state.hpp"
+
+#include <cstring>
+
+#include "src/base/error.hpp"
+
+namespace ht {
+namespace {
+
+// ---- bytes: little helpers for one flat, native-byte-order message ----
+class ByteWriter {
+ public:
+  explicit ByteWriter(size_t reserve) { b_.reserve(reserve); }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void f64(double v) { raw(&v, 8); }
+  void str(const std::string& s) {
+    u64(s.size());
+    raw(s.data(), s.size());
+  }
+  void raw(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    b_.insert(b_.end(), c, c + n);
+  }
+  std::vector<char> take() { return std::move(b_); }
+
+ private:
+  std::vector<char> b_;
+};
+
+class ByteReader {
+ public:
+  explicit ByteReader(std::span<const char> b) : b_(b) {}
+  uint64_t u64() {
+    uint64_t v;
+    raw(&v, 8);
+    return v;
+  }
+  int64_t i64() { return static_cast<int64_t>(u64()); }
+  double f64() {
+    double v;
+    raw(&v, 8);
+    return v;
+  }
+  std::string str() {
+    const uint64_t n = u64();
+    need(n);
+    std::string s(b_.data() + pos_, n);
+    pos_ += n;
+    return s;
+  }
+  void raw(void* dst, size_t n) {
+    need(n);
+    std::memcpy(dst, b_.data() + pos_, n);
+    pos_ += n;
+  }
+  bool done() const { return pos_ == b_.size(); }
+
+ private:
+  void need(uint64_t n) const {
+    if (n > b_.size() - pos_)
+      throw RuntimeError("training state message: truncated (" + std::to_string(b_.size()) + " bytes, need " +
+                         std::to_string(pos_ + n) + ")");
+  }
+  std::span<const char> b_;
+  size_t pos_ = 0;
+};
+
+int64_t int_or(const CheckpointData& d, const char* key, int64_t fallback) {
+  auto it = d.ints.find(key);
+  return it == d.ints.end() ? fallback : it->second;
+}
+double float_or(const CheckpointData& d, const char* key, double fallback) {
+  auto it = d.floats.find(key);
+  return it == d.floats.end() ? fallback : it->second;
+}
+std::string string_or(const CheckpointData& d, const char* key, const std::string& fallback) {
+  auto it = d.strings.find(key);
+  return it == d.strings.end() ? fallback : it->second;
+}
+
+}  // namespace
+
+const Tensor* TrainingState::find(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+CheckpointData to_checkpoint_data(TrainingState s) {
+  CheckpointData d;
+  d.tensors = std::move(s.tensors);
+  d.ints = {{"step", s.step},
+            {"epoch", s.epoch},
+            {"step_in_epoch", s.step_in_epoch},
+            {"world_size", s.world_size},
+            {"seed", static_cast<int64_t>(s.seed)},
+            {"global_batch", s.global_batch},
+            {"total_steps", s.total_steps},
+            {"steps_per_epoch", s.steps_per_epoch},
+            {"nonfinite_in_row", s.nonfinite_in_row},
+            {"nonfinite_total", s.nonfinite_total}};
+  d.floats = {{"lr", s.lr}, {"loss_scale", s.loss_scale}};
+  d.strings = {{"model", std::move(s.model)},
+               {"config", std::move(s.config)},
+               {"config_hash", std::move(s.config_hash)}};
+  return d;
+}
+
+TrainingState training_state_from_checkpoint(CheckpointData d, const std::string& origin, bool require_progress) {
+  TrainingState s;
+  if (require_progress) {
+    s.step = d.get_int("step", origin);
+    s.epoch = static_cast<int>(d.get_int("epoch", origin));
+    s.step_in_epoch = d.get_int("step_in_epoch", origin);
+  } else {
+    s.step = int_or(d, "step", 0);
+    s.epoch = static_cast<int>(int_or(d, "epoch", 0));
+    s.step_in_epoch = int_or(d, "step_in_epoch", 0);
+  }
+  s.nonfinite_in_row = int_or(d, "nonfinite_in_row", 0);
+  s.nonfinite_total = int_or(d, "nonfinite_total", 0);
+  s.world_size = int_or(d, "world_size", 0);
+  s.seed = static_cast<uint64_t>(int_or(d, "seed", 0));
+  s.global_batch = int_or(d, "global_batch", 0);
+  s.total_steps = int_or(d, "total_steps", 0);
+  s.steps_per_epoch = int_or(d, "steps_per_epoch", 0);
+  s.lr = float_or(d, "lr", 0);
+  s.loss_scale = float_or(d, "loss_scale", 1.0);
+  s.model = string_or(d, "model", "?");
+  s.config = string_or(d, "config", "");
+  s.config_hash = string_or(d, "config_hash", "");
+  s.tensors = std::move(d.tensors);
+  return s;
+}
+
+std::vector<char> serialize_training_state(const TrainingState& s) {
+  size_t payload = 0;
+  for (const auto& [n, t] : s.tensors) payload += t.nbytes() + n.size() + 64;
+  ByteWriter w(payload + s.config.size() + 4096);
+  w.u64(s.tensors.size());
+  for (const auto& [name, t] : s.tensors) {
+    w.str(name);
+    w.u64(static_cast<uint64_t>(t.dtype()));
+    w.u64(t.shape().size());
+    for (int64_t d : t.shape()) w.i64(d);
+    w.raw(t.raw(), t.nbytes());  // host tensors (capture_state, read_checkpoint_file)
+  }
+  for (int64_t v : {s.step, static_cast<int64_t>(s.epoch), s.step_in_epoch, s.nonfinite_in_row, s.nonfinite_total,
+                    s.world_size, static_cast<int64_t>(s.seed), s.global_batch, s.total_steps, s.steps_per_epoch})
+    w.i64(v);
+  w.f64(s.lr);
+  w.f64(s.loss_scale);
+  for (const std::string* v : {&s.model, &s.config, &s.config_hash}) w.str(*v);
+  return w.take();
+}
+
+TrainingState deserialize_training_state(std::span<const char> bytes) {
+  TrainingState s;
+  ByteReader r(bytes);
+  const uint64_t n = r.u64();
+  if (n > bytes.size()) throw RuntimeError("training state message: malformed tensor count " + std::to_string(n));
+  s.tensors.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string name = r.str();
+    const uint64_t dtype = r.u64();
+    const uint64_t ndim = r.u64();
+    if (dtype > static_cast<uint64_t>(DType::u8) || ndim > 64)
+      throw RuntimeError("training state message: tensor '" + name + "' is malformed (dtype " +
+                         std::to_string(dtype) + ", " + std::to_string(ndim) + " dimensions)");
+    std::vector<int64_t> shape(ndim);
+    for (auto& d : shape) d = r.i64();
+    Tensor t = Tensor::empty(shape, static_cast<DType>(dtype));
+    r.raw(t.raw(), t.nbytes());
+    s.tensors.emplace_back(std::move(name), std::move(t));
+  }
+  s.step = r.i64();
+  s.epoch = static_cast<int>(r.i64());
+  s.step_in_epoch = r.i64();
+  s.nonfinite_in_row = r.i64();
+  s.nonfinite_total = r.i64();
+  s.world_size = r.i64();
+  s.seed = static_cast<uint64_t>(r.i64());
+  s.global_batch = r.i64();
+  s.total_steps = r.i64();
+  s.steps_per_epoch = r.i64();
+  s.lr = r.f64();
+  s.loss_scale = r.f64();
+  s.model = r.str();
+  s.config = r.str();
+  s.config_hash = r.str();
+  if (!r.done())
+    throw RuntimeError("training state message: " + std::to_string(bytes.size()) + " bytes, trailing data");
+  return s;
+}
+
+std::vector<std::string> head_param_names(const std::vector<std::string>& names, const std::vector<int>& ndims) {
+  for (size_t i = names.size(); i-- > 0;) {
+    const std::string& n = names[i];
+    if (ndims[i] == 2 && n.size() > 7 && n.substr(n.size() - 7) == ".weight") {
+      std::string bias = n.substr(0, n.size() - 7) + ".bias";
+      std::vector<std::string> out{n};
+      for (const auto& m : names)
+        if (m == bias) out.push_back(bias);
+      return out;
+    }
+  }
+  return {};
+}
+
+}  // namespace ht

@@ -1,0 +1,82 @@
+#pragma once
+// The training state: everything a checkpoint carries to resume a run exactly, typed. The Trainer
+// captures and restores it (Trainer::capture_state / restore_state, src/train/trainer_state.cpp);
+// the checkpoint manager moves it between the trainer, the checkpoint files (io/checkpoint.hpp) and
+// the other ranks (serialize_training_state + Communicator::broadcast_bytes).
+//
+// The file format is io's CheckpointData; this header is the one place that maps the two:
+//   tensors        <-> CheckpointData::tensors ("param/<name>", "buffer/<name>", "momentum/<name>")
+//   ints           step, epoch, step_in_epoch, world_size, seed, global_batch, total_steps,
+//                  steps_per_epoch, nonfinite_in_row, nonfinite_total
+//   floats         lr (of the next step), loss_scale
+//   strings        model, config (INI text), config_hash (FNV-1a of config, 16 hex digits)
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/checkpoint.hpp"
+#include "src/base/tensor.hpp"
+
+namespace ht {
+
+struct TrainingState {
+  /// Host float32 tensors by name: "param/<name>", "buffer/<name>" (BatchNorm running statistics,
+  /// averaged over ranks when captured), "momentum/<param name>" (torchvision names).
+  std::vector<std::pair<std::string, Tensor>> tensors;
+
+  // ---- progress (what resumes the sample stream and the schedule) ----
+  int64_t step = 0;           ///< optimizer steps done
+  int epoch = 0;              ///< current epoch (0-based)
+  int64_t step_in_epoch = 0;  ///< steps done inside the epoch (the sample cursor, in global steps)
+  int64_t nonfinite_in_row = 0;
+  int64_t nonfinite_total = 0;
+
+  // ---- the run that saved it ----
+  int64_t world_size = 0;  ///< ranks at save (0 when the checkpoint does not record it)
+  uint64_t seed = 0;       ///< run.seed
+  int64_t global_batch = 0;
+  int64_t total_steps = 0;
+  int64_t steps_per_epoch = 0;
+  double lr = 0;           ///< learning rate of the next step
+  double loss_scale = 1.0;
+  std::string model = "?"; ///< model.name ("?" when the checkpoint does not record it)
+  std::string config;      ///< the effective config as INI text ("" when not recorded)
+  std::string config_hash; ///< FNV-1a of `config`, 16 lower-case hex digits
+
+  /// The tensor called `name`, or nullptr.
+  const Tensor* find(const std::string& name) const;
+};
+
+/// What Trainer::restore_state loads from a TrainingState.
+enum class RestoreScope {
+  full,               ///< resume: every tensor (param/, buffer/, momentum/) and the progress
+  params,             ///< --init-from: param/ and buffer/ tensors only; training starts at step 0
+  params_reset_head,  ///< --init-from --reset-head: as params, the last linear layer stays as initialised
+};
+
+/// The checkpoint file content for `state` (tensors are moved, not copied). The keys are exactly
+/// those listed in the file comment, so files stay identical to what earlier versions wrote.
+CheckpointData to_checkpoint_data(TrainingState state);
+
+/// The state held in a checkpoint read from `origin` (a path, for messages); tensors are moved.
+/// With `require_progress` (resuming), ints step, epoch and step_in_epoch must be present (UsageError
+/// naming `origin` and the key otherwise); without it (--init-from, which loads tensors only) absent
+/// keys keep their defaults. Other absent keys keep their defaults.
+TrainingState training_state_from_checkpoint(CheckpointData data, const std::string& origin,
+                                             bool require_progress = true);
+
+/// `state` as bytes (every field and tensor; native byte order: for ranks of one job), for
+/// Communicator::broadcast_bytes. deserialize_training_state is its inverse; it throws RuntimeError
+/// when `bytes` is truncated or malformed.
+std::vector<char> serialize_training_state(const TrainingState& state);
+TrainingState deserialize_training_state(std::span<const char> bytes);
+
+/// Names of the last linear layer's parameters ("fc.weight", "fc.bias" for ResNets): the last
+/// two-dimensional "*.weight" parameter and its bias (absent bias: the weight alone). Empty when the
+/// model has no such parameter. `param_ndims[i]` is the rank of parameter `param_names[i]`.
+std::vector<std::string> head_param_names(const std::vector<std::string>& param_names,
+                                          const std::vector<int>& param_ndims);
+
+}  // namespace ht

@@ -1,0 +1,157 @@
+// TrainingState (src/train/training_state.hpp): the mapping to the checkpoint file's keys, the byte
+// form broadcast to other ranks, and the head parameters --reset-head leaves as initialised.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <unistd.h>
+
+#include "io/checkpoint.hpp"
+#include "src/base/error.hpp"
+#include "src/train/training_state.hpp"
+
+namespace fs = std::filesystem;
+using namespace ht;
+
+namespace {
+
+Tensor filled(std::vector<int64_t> shape, float start) {
+  Tensor t = Tensor::empty(std::move(shape));
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = start + 0.25f * static_cast<float>(i);
+  return t;
+}
+
+TrainingState sample_state() {
+  TrainingState s;
+  s.tensors.emplace_back("param/fc.weight", filled({3, 2}, 1.f));
+  s.tensors.emplace_back("param/fc.bias", filled({3}, -2.f));
+  s.tensors.emplace_back("buffer/bn.running_mean", filled({2}, 0.5f));
+  s.tensors.emplace_back("momentum/fc.weight", filled({3, 2}, 7.f));
+  s.step = 40;
+  s.epoch = 3;
+  s.step_in_epoch = 4;
+  s.nonfinite_in_row = 1;
+  s.nonfinite_total = 5;
+  s.world_size = 4;
+  s.seed = 1234567890123ull;
+  s.global_batch = 256;
+  s.total_steps = 120;
+  s.steps_per_epoch = 12;
+  s.lr = 0.0375;
+  s.loss_scale = 1.0;
+  s.model = "mlp";
+  s.config = "[model]\nname = mlp\n";
+  s.config_hash = "0123456789abcdef";
+  return s;
+}
+
+void require_same_tensor(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  REQUIRE(a.dtype() == b.dtype());
+  for (int64_t i = 0; i < a.numel(); ++i) REQUIRE(a.data<float>()[i] == b.data<float>()[i]);
+}
+
+void require_same(const TrainingState& a, const TrainingState& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    REQUIRE(a.tensors[i].first == b.tensors[i].first);
+    require_same_tensor(a.tensors[i].second, b.tensors[i].second);
+  }
+  CHECK(a.step == b.step);
+  CHECK(a.epoch == b.epoch);
+  CHECK(a.step_in_epoch == b.step_in_epoch);
+  CHECK(a.nonfinite_in_row == b.nonfinite_in_row);
+  CHECK(a.nonfinite_total == b.nonfinite_total);
+  CHECK(a.world_size == b.world_size);
+  CHECK(a.seed == b.seed);
+  CHECK(a.global_batch == b.global_batch);
+  CHECK(a.total_steps == b.total_steps);
+  CHECK(a.steps_per_epoch == b.steps_per_epoch);
+  CHECK(a.lr == b.lr);
+  CHECK(a.loss_scale == b.loss_scale);
+  CHECK(a.model == b.model);
+  CHECK(a.config == b.config);
+  CHECK(a.config_hash == b.config_hash);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint training state: the file keys are exactly those of the format", "[checkpoint][state]") {
+  CheckpointData d = to_checkpoint_data(sample_state());
+  CHECK(d.ints == std::map<std::string, int64_t>{{"step", 40},
+                                                 {"epoch", 3},
+                                                 {"step_in_epoch", 4},
+                                                 {"world_size", 4},
+                                                 {"seed", 1234567890123},
+                                                 {"global_batch", 256},
+                                                 {"total_steps", 120},
+                                                 {"steps_per_epoch", 12},
+                                                 {"nonfinite_in_row", 1},
+                                                 {"nonfinite_total", 5}});
+  CHECK(d.floats == std::map<std::string, double>{{"lr", 0.0375}, {"loss_scale", 1.0}});
+  CHECK(d.strings == std::map<std::string, std::string>{
+                         {"model", "mlp"}, {"config", "[model]\nname = mlp\n"}, {"config_hash", "0123456789abcdef"}});
+  REQUIRE(d.tensors.size() == 4);
+  CHECK(d.tensors[0].first == "param/fc.weight");
+  CHECK(d.tensors[3].first == "momentum/fc.weight");
+  CHECK(d.find("buffer/bn.running_mean")->data<float>()[1] == 0.75f);
+}
+
+TEST_CASE("checkpoint training state: round trip through a checkpoint file", "[checkpoint][state]") {
+  fs::path dir = fs::temp_directory_path() / ("ht_state_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "s.h5").string();
+  write_checkpoint_file(path, to_checkpoint_data(sample_state()));
+  TrainingState back = training_state_from_checkpoint(read_checkpoint_file(path), path);
+  require_same(sample_state(), back);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint training state: absent keys", "[checkpoint][state]") {
+  CheckpointData d;
+  d.tensors.emplace_back("param/w", filled({2}, 1.f));
+  d.ints = {{"step", 9}};
+  // Resuming needs the progress, and the error names the file and the key.
+  try {
+    training_state_from_checkpoint(d, "/x/step-9.h5");
+    FAIL("no error");
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()) == "/x/step-9.h5: field ints/epoch is missing");
+  }
+  // --init-from needs only the tensors; the rest keeps the defaults.
+  TrainingState s = training_state_from_checkpoint(d, "/x/step-9.h5", /*require_progress=*/false);
+  CHECK(s.step == 9);
+  CHECK(s.epoch == 0);
+  CHECK(s.world_size == 0);
+  CHECK(s.model == "?");
+  CHECK(s.loss_scale == 1.0);
+  CHECK(s.config.empty());
+  REQUIRE(s.find("param/w"));
+  CHECK(s.find("param/w")->data<float>()[1] == 1.25f);
+  CHECK(s.find("param/none") == nullptr);
+}
+
+TEST_CASE("checkpoint training state: bytes for the broadcast round-trip exactly", "[checkpoint][state]") {
+  TrainingState s = sample_state();
+  s.tensors.emplace_back("param/scalar", filled({}, 3.f));
+  s.tensors.emplace_back("param/empty", Tensor::empty({0, 4}));
+  std::vector<char> b = serialize_training_state(s);
+  size_t payload = 0;
+  for (auto& [n, t] : s.tensors) payload += t.nbytes();
+  CHECK(b.size() > payload);
+  require_same(s, deserialize_training_state(b));
+  // A truncated or padded message is an error, not a short state.
+  CHECK_THROWS_AS(deserialize_training_state(std::span<const char>(b.data(), b.size() - 1)), RuntimeError);
+  CHECK_THROWS_AS(deserialize_training_state(std::span<const char>(b.data(), 20)), RuntimeError);
+  b.push_back(0);
+  CHECK_THROWS_AS(deserialize_training_state(b), RuntimeError);
+  require_same(TrainingState{}, deserialize_training_state(serialize_training_state(TrainingState{})));
+}
+
+TEST_CASE("checkpoint training state: the head's parameter names (--reset-head)", "[checkpoint][state]") {
+  REQUIRE(head_param_names({"conv1.weight", "bn1.weight", "fc.weight", "fc.bias"}, {4, 1, 2, 1}) ==
+          std::vector<std::string>{"fc.weight", "fc.bias"});
+  REQUIRE(head_param_names({"fc1.weight", "fc1.bias", "fc3.weight", "fc3.bias"}, {2, 1, 2, 1}) ==
+          std::vector<std::string>{"fc3.weight", "fc3.bias"});
+  REQUIRE(head_param_names({"fc.weight"}, {2}) == std::vector<std::string>{"fc.weight"});
+  REQUIRE(head_param_names({"conv.weight"}, {4}).empty());
+}
