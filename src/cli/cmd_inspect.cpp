@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "cuda/check.hpp"
-#include "io/checkpoint.hpp"
+#include "io/checkpoint_store.hpp"
 #include "io/dataset.hpp"
 #include "io/dataset_h5.hpp"
 #include "mpi/dist.hpp"

@@ -178,7 +178,6 @@ CheckpointManager::CheckpointManager(Trainer& trainer, CheckpointArgs args) : t_
     CheckpointWriteOptions o;
     o.keep_last = c.keep_last;
     o.keep_every = c.keep_every;
-    o.test_delay_ms = c.test_write_delay_ms;
     writer_ = std::make_unique<CheckpointWriter>(t_.config().run.dir, o, c.async);
   }
   if (c.every_minutes > 0) interval_s_ = c.every_minutes * 60;

@@ -4,7 +4,7 @@
 // and the final (or stop) checkpoint with exit code 75. The Trainer calls three hooks
 // (Trainer::set_checkpoint_hooks); everything else lives here.
 //
-// State in a checkpoint (io/checkpoint.hpp): param/*, buffer/* (BatchNorm running statistics
+// State in a checkpoint (io/checkpoint_format.hpp): param/*, buffer/* (BatchNorm running statistics
 // averaged across ranks), momentum/*; ints step, epoch, step_in_epoch (the sample cursor in global
 // steps), world_size, seed, global_batch, total_steps, steps_per_epoch, nonfinite_in_row,
 // nonfinite_total; floats lr (of the next step), loss_scale; strings model, config, config_hash.
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "io/checkpoint.hpp"
+#include "io/checkpoint_store.hpp"
 #include "io/checkpoint_writer.hpp"
 
 namespace ht {
