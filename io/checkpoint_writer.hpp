@@ -1,6 +1,6 @@
 #pragma once
 // Asynchronous checkpoint writing: the trainer hands over a host copy of the state and keeps
-// training while a background thread writes it (io/checkpoint.hpp: atomic write, LATEST, pruning).
+// training while a background thread writes it (io/checkpoint_store.hpp: atomic write, LATEST, pruning).
 // At most one write is in flight: the next save() first waits for the previous one, and that wait
 // is the "stall" the training loop sees.
 #include <condition_variable>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "io/checkpoint.hpp"
+#include "io/checkpoint_store.hpp"
 
 namespace ht {
 

@@ -42,7 +42,8 @@ class Dataset {
 /// named, each file a readable HDF5 file, /images uint8 rank 4, /labels int32 rank 1 of the same
 /// length, attributes present and consistent with the data and file name, identical H/W/C,
 /// num_classes, class_names, mean and std across shards, every label in [0, num_classes).
-/// Reads go through the HDF5 C API under hdf5_mutex(); file handles stay open for the object's life.
+/// Reads go through the HDF5 C API under hdf5_mutex() (io/h5.hpp) or pread(); file handles stay open
+/// for the object's life.
 std::shared_ptr<Dataset> open_sharded_dataset(const std::string& dir, const std::string& split);
 
 /// Opens and validates one shard file on its own (the per-file checks of open_sharded_dataset).
@@ -126,10 +127,5 @@ class DataLoader {
 /// The epoch permutation of [0,n) from (seed, epoch) — same on every rank and every world_size.
 /// Fisher-Yates driven by the counter-based hash of io/augment.hpp, so it is platform-independent.
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);
-
-/// The one process-wide lock around HDF5 calls: Debian's HDF5 1.10 is built without thread safety,
-/// so every thread in the process that calls HDF5 (dataset prefetch, checkpoint writer, inspect) must
-/// hold it.
-std::recursive_mutex& hdf5_mutex();
 
 }  // namespace ht

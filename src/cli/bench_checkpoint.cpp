@@ -16,7 +16,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "io/checkpoint.hpp"
+#include "io/checkpoint_store.hpp"
 #include "io/checkpoint_writer.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"

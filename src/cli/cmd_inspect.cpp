@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "io/h5_check.hpp"
-#include "io/checkpoint.hpp"
+#include "io/checkpoint_store.hpp"
 #include "io/dataset.hpp"
 #include "io/dataset_h5.hpp"
 #include "mpi/dist.hpp"
@@ -188,8 +188,7 @@ void print_statistics(Dataset& ds) {
 int inspect_file(const std::string& path) {
   std::string format;
   {
-    std::lock_guard<std::recursive_mutex> lock(hdf5_mutex());
-    H5QuietErrors quiet;
+    H5Section quiet;  // the HDF5 lock, and HDF5's own error printing off
     if (fs::exists(path) && fs::file_size(path) > 0 && H5Fis_hdf5(path.c_str()) > 0) {
       H5Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
       if (f.valid()) {

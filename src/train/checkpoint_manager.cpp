@@ -13,7 +13,7 @@
 #include <iostream>
 #include <vector>
 
-#include "io/checkpoint.hpp"
+#include "io/checkpoint_store.hpp"
 #include "io/metrics.hpp"
 #include "mpi/communicator.hpp"
 #include "mpi/dist.hpp"
@@ -75,7 +75,6 @@ CheckpointManager::CheckpointManager(Trainer& trainer, CheckpointArgs args)
     CheckpointWriteOptions o;
     o.keep_last = c.keep_last;
     o.keep_every = c.keep_every;
-    o.test_delay_ms = TestFaults::get().number("ckpt_write_delay_ms", 0);  // until io reads it itself
     writer_ = std::make_unique<CheckpointWriter>(cfg_.run.dir, o, c.async);
   }
   t_.set_checkpoint_hooks({[this] { return step_end(); }, [this](TrainSummary& s) { run_end(s); }});

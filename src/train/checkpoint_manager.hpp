@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "io/checkpoint_store.hpp"
 #include "io/checkpoint_writer.hpp"
 #include "src/train/checkpoint_schedule.hpp"
 

@@ -1,7 +1,7 @@
 #pragma once
 // The figures of one training step, typed. The trainer fills one StepMetrics per step (applied or
 // skipped) and step_record() turns it into the `step` record of metrics.jsonl: the one place where
-// these names become JSON keys (DESIGN.md "Metrics").
+// these names become JSON keys (docs/metrics.md).
 #include <cstdint>
 #include <optional>
 

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/checkpoint.hpp"
+#include "io/checkpoint_store.hpp"
 #include "src/base/tensor.hpp"
 
 namespace ht {

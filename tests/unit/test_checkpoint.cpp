@@ -2,6 +2,7 @@
 // the previous checkpoint on corruption, temporary-file cleanup, disk-full handling, the async
 // writer, the Young/Daly interval and the stop-signal flag.
 #include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,8 +16,11 @@
 #include <random>
 #include <thread>
 
-#include "io/checkpoint.hpp"
+#include "io/checkpoint_store.hpp"
 #include "io/checkpoint_writer.hpp"
+#include "io/fletcher32.hpp"
+#include "src/base/test_faults.hpp"
+#include "src/cli/commands.hpp"
 #include "src/train/signals.hpp"
 
 namespace fs = std::filesystem;
@@ -307,10 +311,33 @@ TEST_CASE("disk full (file-size limit): error names path and size, previous chec
   fs::remove_all(run);
 }
 
+// Runs this test binary again on test case `name` with HT_TEST_FAULTS=`faults` in its environment
+// (TestFaults reads the variable once per process) and returns the child's exit status.
+int rerun_with_faults(const std::string& name, const std::string& faults) {
+  std::vector<std::string> env_text{"HT_TEST_FAULTS=" + faults};
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "HT_TEST_FAULTS=", 15) != 0) env_text.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string exe = fs::read_symlink("/proc/self/exe").string();
+  std::vector<char*> argv{exe.data(), const_cast<char*>(name.c_str()), nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
 TEST_CASE("async writer: second save waits for the first; errors surface", "[checkpoint]") {
+  // Slow writes come from the test-only fault HT_TEST_FAULTS ckpt_write_delay_ms (300 ms half-way
+  // through each write); without it in this process, the test reruns itself in a child that has it.
+  if (TestFaults::get().number("ckpt_write_delay_ms", 0) != 300) {
+    REQUIRE(rerun_with_faults(Catch::getResultCapture().getCurrentTestName(), "ckpt_write_delay_ms=300") == 0);
+    return;
+  }
   auto run = fresh_dir("async");
   CheckpointWriteOptions opt;
-  opt.test_delay_ms = 300;
   {
     CheckpointWriter w(run.string(), opt, true);
     auto s1 = w.save(1, sample_data(1, 20));

@@ -4,7 +4,7 @@
 
 using namespace ht;
 
-TEST_CASE("step_metrics: the metrics.jsonl step record carries every figure under its DESIGN.md name", "[metrics]") {
+TEST_CASE("step_metrics: the metrics.jsonl step record carries every figure under its documented name", "[metrics]") {
   StepMetrics m;
   m.step = 12;
   m.epoch = 2;

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "io/checkpoint.hpp"
+#include "io/checkpoint_store.hpp"
 #include "src/base/error.hpp"
 #include "src/train/training_state.hpp"
 

@@ -1,0 +1,89 @@
+#pragma once
+// The checkpoint file format (docs/checkpoint.md): one HDF5 file per checkpoint, written by a
+// streaming writer (io/checkpoint_write.cpp) and read back and validated completely
+// (io/checkpoint_read.cpp). Where the files live, LATEST and pruning: io/checkpoint_store.hpp.
+//
+// File layout (readable with h5py / h5dump without our code):
+//   root attributes  format = "hpctrain-checkpoint", version = 1
+//   /<tensor name>   float32 dataset with the tensor's shape, e.g. /param/conv1.weight,
+//                    /buffer/bn1.running_mean, /momentum/conv1.weight (names contain '/': groups);
+//                    a 0-d tensor is stored as shape [1] with attribute scalar = 1
+//   /meta/tensor_names  uint8 text, one tensor name per line (the order of CheckpointData::tensors)
+//   /ints/<key>      int64 [1]      /floats/<key> float64 [1]     /strings/<key> uint8 text
+// Every dataset is chunked (about 1 MiB per chunk along dimension 0) with the fletcher32 filter, so
+// HDF5 fails a read of a corrupted chunk; file metadata uses the 1.10 format, whose object headers,
+// chunk indexes and superblock carry checksums too.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/base/tensor.hpp"
+
+namespace ht {
+
+/// Root attribute `format` of every checkpoint file.
+inline constexpr const char* kCheckpointFormat = "hpctrain-checkpoint";
+/// Root attribute `version`: the only version this build writes and reads.
+inline constexpr int kCheckpointVersion = 1;
+
+/// Everything a checkpoint holds. Tensors are host float32 ("param/<name>", "buffer/<name>",
+/// "momentum/<param name>"); ints hold step, epoch, step_in_epoch, world_size, seed, global_batch,
+/// ...; floats hold loss_scale, lr; strings hold model, config_hash, config (INI text).
+struct CheckpointData {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, int64_t> ints;
+  std::map<std::string, double> floats;
+  std::map<std::string, std::string> strings;
+
+  /// The tensor called `name`, or nullptr.
+  const Tensor* find(const std::string& name) const;
+  /// Total float32 payload in bytes.
+  size_t payload_bytes() const;
+  /// Integer `key`, throwing UsageError naming `origin` when absent.
+  int64_t get_int(const std::string& key, const std::string& origin = "checkpoint") const;
+};
+
+/// Expected file size of `d` in bytes: payload plus a generous bound on HDF5 metadata and
+/// checksums. Used for the free-space check before every write.
+size_t checkpoint_expected_bytes(const CheckpointData& d);
+
+/// Writes `d` to exactly `path` (fsynced, no rename): HDF5 builds the file in memory (core driver)
+/// while each checksummed ~1 MiB chunk is written to the file as soon as HDF5 has placed it, with
+/// write-back started as it goes (sync_file_range); the metadata follows after close, then fsync.
+/// HDF5 does no disk I/O itself. Throws RuntimeError naming the path, the bytes needed and the
+/// HDF5/system cause; a partial file is left for the caller to remove.
+/// Test hook: HT_TEST_FAULTS ckpt_write_delay_ms=MS sleeps MS half-way through (src/base/test_faults.hpp).
+void write_checkpoint_file(const std::string& path, const CheckpointData& d);
+
+/// What the file phase of one checkpoint write cost.
+struct CheckpointFileTimes {
+  size_t bytes = 0;     ///< file size
+  double data_ms = 0;   ///< HDF5 file created, every chunk checksummed and written, then the metadata
+  double fsync_ms = 0;  ///< the final fsync and close (waits for the write-back still in flight)
+};
+
+/// write_checkpoint_file without the message: throws H5Fail (io/h5.hpp) carrying only the cause,
+/// for callers that name the file their own way (the run-directory store names the final path, not
+/// its temporary one). Returns the size and timings.
+CheckpointFileTimes stream_checkpoint_file(const std::string& path, const CheckpointData& d);
+
+/// Reads `path` completely (every dataset, so every fletcher32 checksum is verified) and checks the
+/// structure (format, version, tensor index, element types, required ints). Throws UsageError
+/// "checkpoint PATH is invalid: <problem>".
+CheckpointData read_checkpoint_file(const std::string& path);
+
+/// True when `path` is an HDF5 file whose root attribute format is "hpctrain-checkpoint" (cheap: no
+/// data is read; never throws).
+bool is_checkpoint_file(const std::string& path);
+
+/// "123 bytes", or "12345678 bytes (11.8 MiB)" from 1 MiB up: sizes in checkpoint messages.
+std::string checkpoint_size_text(size_t bytes);
+
+/// Bytes available to us on the file system holding `dir` (statvfs f_bavail * f_frsize); SIZE_MAX
+/// when statvfs fails.
+size_t available_bytes(const std::string& dir);
+
+}  // namespace ht

@@ -1,0 +1,194 @@
+// The checkpoint reader and validator (io/checkpoint_format.hpp): every dataset is read back, so
+// HDF5 verifies every fletcher32 checksum, and the structure is checked against the format.
+#include <hdf5.h>
+
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "io/checkpoint_format.hpp"
+#include "io/h5.hpp"
+#include "src/base/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ht {
+namespace {
+
+std::string read_string_attr(hid_t loc, const char* name) {
+  H5Handle a(h5(H5Aopen(loc, name, H5P_DEFAULT), std::string("attribute ") + name + " missing"), H5Aclose);
+  H5Handle ftype(h5(H5Aget_type(a), "H5Aget_type"), H5Tclose);
+  if (H5Tget_class(ftype) != H5T_STRING) throw H5Fail(std::string("attribute ") + name + " is not a string");
+  if (H5Tis_variable_str(ftype) > 0) throw H5Fail(std::string("attribute ") + name + " is a variable-length string");
+  size_t n = H5Tget_size(ftype);
+  std::string buf(n, '\0');
+  H5Handle mtype(h5(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
+  h5(H5Tset_size(mtype, n), "H5Tset_size");
+  h5(H5Tset_strpad(mtype, H5T_STR_NULLPAD), "H5Tset_strpad");
+  h5(H5Aread(a, mtype, buf.data()), std::string("read attribute ") + name);
+  buf.resize(strnlen(buf.c_str(), n));
+  return buf;
+}
+
+int64_t read_int_attr(hid_t loc, const char* name) {
+  H5Handle a(h5(H5Aopen(loc, name, H5P_DEFAULT), std::string("attribute ") + name + " missing"), H5Aclose);
+  int64_t v = 0;
+  h5(H5Aread(a, H5T_NATIVE_INT64, &v), std::string("read attribute ") + name);
+  return v;
+}
+
+bool has_fletcher32(hid_t ds) {
+  H5Handle dcpl(h5(H5Dget_create_plist(ds), "H5Dget_create_plist"), H5Pclose);
+  int n = H5Pget_nfilters(dcpl);
+  for (int i = 0; i < n; ++i) {
+    unsigned flags = 0, cd[8];
+    size_t ncd = 8;
+    char fname[64];
+    unsigned config = 0;
+    if (H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &ncd, cd, sizeof fname, fname, &config) ==
+        H5Z_FILTER_FLETCHER32)
+      return true;
+  }
+  return false;
+}
+
+// Opens a dataset and checks its element class/size and that it carries a fletcher32 checksum.
+H5Handle open_checked(hid_t f, const std::string& name, H5T_class_t cls, size_t size, std::vector<hsize_t>* dims) {
+  if (H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0) throw H5Fail("dataset /" + name + " is missing");
+  H5Handle ds(h5(H5Dopen2(f, name.c_str(), H5P_DEFAULT), "open dataset /" + name), H5Dclose);
+  H5Handle type(h5(H5Dget_type(ds), "H5Dget_type /" + name), H5Tclose);
+  if (H5Tget_class(type) != cls || H5Tget_size(type) != size)
+    throw H5Fail("dataset /" + name + " has the wrong element type");
+  if (!has_fletcher32(ds)) throw H5Fail("dataset /" + name + " has no fletcher32 checksum");
+  H5Handle space(h5(H5Dget_space(ds), "H5Dget_space /" + name), H5Sclose);
+  int nd = h5(H5Sget_simple_extent_ndims(space), "ndims /" + name);
+  dims->assign(static_cast<size_t>(nd), 0);
+  h5(H5Sget_simple_extent_dims(space, dims->data(), nullptr), "dims /" + name);
+  return ds;
+}
+
+std::string read_text(hid_t f, const std::string& name) {
+  std::vector<hsize_t> dims;
+  H5Handle ds = open_checked(f, name, H5T_INTEGER, 1, &dims);
+  if (dims.size() != 1) throw H5Fail("dataset /" + name + " is not 1-d");
+  std::string s(dims[0], '\0');
+  if (!s.empty()) h5(H5Dread(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data()), "read /" + name + " (checksum)");
+  return s;
+}
+
+// Names of the members of group `g` (absent group: empty).
+std::vector<std::string> group_members(hid_t f, const char* g) {
+  std::vector<std::string> out;
+  if (H5Lexists(f, g, H5P_DEFAULT) <= 0) return out;
+  H5Handle grp(h5(H5Gopen2(f, g, H5P_DEFAULT), std::string("open group /") + g), H5Gclose);
+  H5G_info_t info;
+  h5(H5Gget_info(grp, &info), "H5Gget_info");
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    ssize_t n = h5(H5Lget_name_by_idx(grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT), "link name");
+    std::string name(static_cast<size_t>(n) + 1, '\0');
+    h5(H5Lget_name_by_idx(grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT), "link name");
+    name.resize(static_cast<size_t>(n));
+    out.push_back(name);
+  }
+  return out;
+}
+
+H5Handle open_file(const std::string& path) {
+  H5Handle fapl(h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
+  h5(H5Pset_file_locking(fapl, false, true), "H5Pset_file_locking");
+  return H5Handle(h5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "open as HDF5"), H5Fclose);
+}
+
+CheckpointData read_file_impl(const std::string& path) {
+  if (!fs::is_regular_file(path)) throw H5Fail("no such file");
+  H5Handle f = open_file(path);
+  std::string format = read_string_attr(f, "format");
+  if (format != kCheckpointFormat) throw H5Fail("root attribute format = '" + format + "', expected '" + kCheckpointFormat + "'");
+  int64_t version = read_int_attr(f, "version");
+  if (version != kCheckpointVersion)
+    throw H5Fail("root attribute version = " + std::to_string(version) + ", this build reads version " +
+                 std::to_string(kCheckpointVersion));
+  CheckpointData d;
+  std::string index = read_text(f, "meta/tensor_names");
+  std::istringstream is(index);
+  std::string name;
+  while (std::getline(is, name)) {
+    if (name.empty()) continue;
+    std::vector<hsize_t> dims;
+    H5Handle ds = open_checked(f, name, H5T_FLOAT, 4, &dims);
+    bool scalar = H5Aexists(ds, "scalar") > 0;
+    std::vector<int64_t> shape(dims.begin(), dims.end());
+    if (scalar) {
+      if (shape != std::vector<int64_t>{1}) throw H5Fail("dataset /" + name + " marked scalar but has more elements");
+      shape.clear();
+    }
+    Tensor t = Tensor::empty(shape, DType::f32, Device::cpu);
+    if (t.numel() > 0)
+      h5(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), "read /" + name + " (checksum)");
+    d.tensors.emplace_back(name, std::move(t));
+  }
+  for (auto& key : group_members(f, "ints")) {
+    std::vector<hsize_t> dims;
+    H5Handle ds = open_checked(f, "ints/" + key, H5T_INTEGER, 8, &dims);
+    if (dims != std::vector<hsize_t>{1}) throw H5Fail("dataset /ints/" + key + " is not [1]");
+    int64_t v = 0;
+    h5(H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v), "read /ints/" + key + " (checksum)");
+    d.ints[key] = v;
+  }
+  for (auto& key : group_members(f, "floats")) {
+    std::vector<hsize_t> dims;
+    H5Handle ds = open_checked(f, "floats/" + key, H5T_FLOAT, 8, &dims);
+    if (dims != std::vector<hsize_t>{1}) throw H5Fail("dataset /floats/" + key + " is not [1]");
+    double v = 0;
+    h5(H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v), "read /floats/" + key + " (checksum)");
+    d.floats[key] = v;
+  }
+  for (auto& key : group_members(f, "strings")) d.strings[key] = read_text(f, "strings/" + key);
+  if (!d.ints.count("step")) throw H5Fail("dataset /ints/step is missing");
+  f.close_checked("close");
+  return d;
+}
+
+}  // namespace
+
+const Tensor* CheckpointData::find(const std::string& name) const {
+  for (auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+size_t CheckpointData::payload_bytes() const {
+  size_t b = 0;
+  for (auto& [n, t] : tensors) b += static_cast<size_t>(t.numel()) * 4;
+  return b;
+}
+
+int64_t CheckpointData::get_int(const std::string& key, const std::string& origin) const {
+  auto it = ints.find(key);
+  if (it == ints.end()) throw UsageError(origin + ": field ints/" + key + " is missing");
+  return it->second;
+}
+
+CheckpointData read_checkpoint_file(const std::string& path) {
+  H5Section section;
+  try {
+    return read_file_impl(path);
+  } catch (const H5Fail& e) {
+    throw UsageError("checkpoint " + path + " is invalid: " + e.what());
+  } catch (const RuntimeError& e) {
+    throw UsageError("checkpoint " + path + " is invalid: " + e.what());
+  }
+}
+
+bool is_checkpoint_file(const std::string& path) {
+  H5Section section;
+  try {
+    if (H5Fis_hdf5(path.c_str()) <= 0) return false;
+    H5Handle f = open_file(path);
+    return read_string_attr(f, "format") == kCheckpointFormat;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace ht

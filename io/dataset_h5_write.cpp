@@ -1,0 +1,168 @@
+// Writing HDF5 dataset shards in the schema of io/dataset.hpp, and the per-channel statistics
+// stored with them.
+#include "io/dataset_h5.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+#include "io/h5_check.hpp"
+#include "src/base/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ht {
+
+std::string shard_file_name(const std::string& split, int index, int num_shards) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "-%05d-of-%05d.h5", index, num_shards);
+  return split + buf;
+}
+
+int64_t samples_per_chunk(int64_t sample_bytes) {
+  return std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, sample_bytes));
+}
+
+namespace {
+
+void write_attr_string(hid_t obj, const char* name, const std::string& v) {
+  H5Handle type = h5_vlen_string_type();
+  H5Handle space(HT_H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose);
+  H5Handle a(HT_H5_CHECK(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
+  const char* p = v.c_str();
+  HT_H5_CHECK(H5Awrite(a, type, &p));
+}
+
+void write_attr_strings(hid_t obj, const char* name, const std::vector<std::string>& v) {
+  H5Handle type = h5_vlen_string_type();
+  hsize_t n = v.size();
+  H5Handle space(HT_H5_CHECK(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  H5Handle a(HT_H5_CHECK(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
+  std::vector<const char*> ptrs;
+  for (auto& s : v) ptrs.push_back(s.c_str());
+  HT_H5_CHECK(H5Awrite(a, type, ptrs.data()));
+}
+
+void write_attr_int(hid_t obj, const char* name, int64_t v) {
+  H5Handle space(HT_H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose);
+  H5Handle a(HT_H5_CHECK(H5Acreate2(obj, name, H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
+  int32_t x = static_cast<int32_t>(v);
+  HT_H5_CHECK(H5Awrite(a, H5T_NATIVE_INT32, &x));
+}
+
+void write_attr_floats(hid_t obj, const char* name, const std::vector<float>& v) {
+  hsize_t n = v.size();
+  H5Handle space(HT_H5_CHECK(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  H5Handle a(HT_H5_CHECK(H5Acreate2(obj, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
+  HT_H5_CHECK(H5Awrite(a, H5T_NATIVE_FLOAT, v.data()));
+}
+
+}  // namespace
+
+void channel_mean_std(std::span<const uint8_t> images, int channels, std::vector<float>& mean,
+                      std::vector<float>& stdev) {
+  std::vector<double> s(static_cast<size_t>(channels), 0.0), s2(static_cast<size_t>(channels), 0.0);
+  std::vector<uint64_t> hist(static_cast<size_t>(channels) * 256, 0);
+  for (size_t i = 0; i < images.size(); ++i) hist[(i % channels) * 256 + images[i]]++;
+  int64_t per_channel = channels ? static_cast<int64_t>(images.size()) / channels : 0;
+  mean.assign(static_cast<size_t>(channels), 0.f);
+  stdev.assign(static_cast<size_t>(channels), 0.f);
+  for (int c = 0; c < channels; ++c) {
+    for (int v = 0; v < 256; ++v) {
+      double x = v / 255.0;
+      double k = static_cast<double>(hist[static_cast<size_t>(c) * 256 + v]);
+      s[c] += k * x;
+      s2[c] += k * x * x;
+    }
+    double m = per_channel ? s[c] / per_channel : 0.0;
+    double var = per_channel ? std::max(0.0, s2[c] / per_channel - m * m) : 0.0;
+    mean[c] = static_cast<float>(m);
+    stdev[c] = static_cast<float>(std::sqrt(var));
+  }
+}
+
+void write_dataset_shard(const std::string& path, const DatasetInfo& info, const std::string& split, int shard_index,
+                         int num_shards, std::span<const uint8_t> images, std::span<const int32_t> labels,
+                         int gzip_level) {
+  const int64_t n = static_cast<int64_t>(labels.size());
+  const int64_t sample = static_cast<int64_t>(info.height) * info.width * info.channels;
+  if (sample <= 0 || static_cast<int64_t>(images.size()) != n * sample)
+    throw UsageError(path + ": " + std::to_string(images.size()) + " image bytes for " + std::to_string(n) +
+                     " labels of " + std::to_string(info.height) + "x" + std::to_string(info.width) + "x" +
+                     std::to_string(info.channels));
+  if (static_cast<int>(info.class_names.size()) != info.num_classes || static_cast<int>(info.mean.size()) != info.channels ||
+      static_cast<int>(info.std.size()) != info.channels)
+    throw UsageError(path + ": class_names/mean/std sizes do not match num_classes/channels");
+  std::lock_guard<std::recursive_mutex> lock(hdf5_mutex());
+  const std::string tmp = path + ".tmp";
+  {
+    H5Handle file(HT_H5_CHECK(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)), H5Fclose);
+    // /images uint8 [n,H,W,C], chunks of whole samples.
+    hsize_t dims[4] = {static_cast<hsize_t>(n), static_cast<hsize_t>(info.height), static_cast<hsize_t>(info.width),
+                       static_cast<hsize_t>(info.channels)};
+    hsize_t chunk[4] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min(n, samples_per_chunk(sample)))), dims[1],
+                        dims[2], dims[3]};
+    H5Handle space(HT_H5_CHECK(H5Screate_simple(4, dims, nullptr)), H5Sclose);
+    H5Handle dcpl(HT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
+    if (n > 0) {
+      HT_H5_CHECK(H5Pset_chunk(dcpl, 4, chunk));
+      if (gzip_level > 0) HT_H5_CHECK(H5Pset_deflate(dcpl, static_cast<unsigned>(gzip_level)));
+    }
+    H5Handle img(HT_H5_CHECK(H5Dcreate2(file, "images", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)),
+                 H5Dclose);
+    if (n > 0) HT_H5_CHECK(H5Dwrite(img, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, images.data()));
+    // /labels int32 [n]
+    hsize_t ln = static_cast<hsize_t>(n);
+    H5Handle lspace(HT_H5_CHECK(H5Screate_simple(1, &ln, nullptr)), H5Sclose);
+    H5Handle lab(HT_H5_CHECK(H5Dcreate2(file, "labels", H5T_STD_I32LE, lspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)),
+                 H5Dclose);
+    if (n > 0) HT_H5_CHECK(H5Dwrite(lab, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()));
+    write_attr_string(file, "format", "hpctrain-dataset");
+    write_attr_int(file, "version", 1);
+    write_attr_string(file, "split", split);
+    write_attr_int(file, "shard_index", shard_index);
+    write_attr_int(file, "num_shards", num_shards);
+    write_attr_int(file, "num_classes", info.num_classes);
+    write_attr_int(file, "height", info.height);
+    write_attr_int(file, "width", info.width);
+    write_attr_int(file, "channels", info.channels);
+    write_attr_strings(file, "class_names", info.class_names);
+    write_attr_floats(file, "mean", info.mean);
+    write_attr_floats(file, "std", info.std);
+    write_attr_string(file, "source", info.source);
+    HT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw RuntimeError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+}
+
+std::vector<std::string> write_sharded_split(const std::string& dir, const std::string& split,
+                                             const DatasetInfo& info, std::span<const uint8_t> images,
+                                             std::span<const int32_t> labels, int num_shards, int gzip_level) {
+  const int64_t n = static_cast<int64_t>(labels.size());
+  if (num_shards < 1 || num_shards > std::max<int64_t>(1, n))
+    throw UsageError("--shards " + std::to_string(num_shards) + ": must be in [1, " + std::to_string(n) +
+                     "] for the " + std::to_string(n) + " samples of split " + split);
+  const size_t sample = static_cast<size_t>(info.height) * info.width * info.channels;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UsageError(dir + ": cannot create output directory: " + ec.message());
+  // Shards of an earlier run with another shard count would make the set inconsistent: remove them.
+  std::regex old(split + R"(-\d{5}-of-\d{5}\.h5)");
+  for (auto& e : fs::directory_iterator(dir, ec))
+    if (std::regex_match(e.path().filename().string(), old)) fs::remove(e.path(), ec);
+  std::vector<std::string> paths;
+  for (int k = 0; k < num_shards; ++k) {
+    int64_t b = n * k / num_shards, e = n * (k + 1) / num_shards;
+    std::string p = (fs::path(dir) / shard_file_name(split, k, num_shards)).string();
+    write_dataset_shard(p, info, split, k, num_shards, images.subspan(static_cast<size_t>(b) * sample, static_cast<size_t>(e - b) * sample),
+                        labels.subspan(static_cast<size_t>(b), static_cast<size_t>(e - b)), gzip_level);
+    paths.push_back(p);
+  }
+  return paths;
+}
+
+}  // namespace ht

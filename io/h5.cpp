@@ -1,0 +1,160 @@
+// The shared HDF5 toolkit (io/h5.hpp): library lock, sections, error text, attribute readers.
+#include "io/h5.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "io/h5_check.hpp"
+
+namespace ht {
+
+std::recursive_mutex& hdf5_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+// ---- sections -------------------------------------------------------------------------------
+
+namespace {
+// This thread's innermost H5Section, for H5Unlocked (the checkpoint writer releases the lock while
+// it computes checksums and writes to disk, so prefetch is blocked only for HDF5's own memory copies).
+thread_local H5Section* t_section = nullptr;
+}  // namespace
+
+H5Section::H5Section() : lock_(hdf5_mutex()), prev_(t_section) {
+  t_section = this;
+  H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+H5Section::~H5Section() {
+  if (!lock_.owns_lock()) lock_.lock();
+  H5Eset_auto2(H5E_DEFAULT, func_, data_);
+  t_section = prev_;
+}
+
+H5Unlocked::H5Unlocked() {
+  if (t_section && t_section->lock_.owns_lock()) lock_ = &t_section->lock_;
+  if (lock_) lock_->unlock();
+}
+
+H5Unlocked::~H5Unlocked() {
+  if (lock_) lock_->lock();
+}
+
+// ---- errors ---------------------------------------------------------------------------------
+
+std::string h5_error_text() {
+  std::string desc;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* e, void* d) -> herr_t {
+        if (n == 0 && e && e->desc) *static_cast<std::string*>(d) = e->desc;
+        return 0;
+      },
+      &desc);
+  auto p = desc.find("error message = '");
+  if (p != std::string::npos) {
+    auto q = desc.find('\'', p + 17);
+    std::string sys = desc.substr(p + 17, q == std::string::npos ? std::string::npos : q - p - 17);
+    auto e = desc.find("errno = ");
+    if (e != std::string::npos) {
+      auto c = desc.find(',', e);
+      sys += " (" + desc.substr(e, c == std::string::npos ? std::string::npos : c - e) + ")";
+    }
+    return sys;
+  }
+  return desc.empty() ? "unknown HDF5 error" : desc;
+}
+
+// ---- types, dataspaces, attributes ----------------------------------------------------------
+
+H5Handle h5_vlen_string_type() {
+  hid_t t = HT_H5_CHECK(H5Tcopy(H5T_C_S1));
+  HT_H5_CHECK(H5Tset_size(t, H5T_VARIABLE));
+  HT_H5_CHECK(H5Tset_cset(t, H5T_CSET_UTF8));
+  return H5Handle(t, H5Tclose);
+}
+
+std::vector<hsize_t> h5_space_dims(hid_t space) {
+  int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> d(static_cast<size_t>(std::max(rank, 0)));
+  if (rank > 0) H5Sget_simple_extent_dims(space, d.data(), nullptr);
+  return d;
+}
+
+namespace {
+
+// Reads a string-typed attribute (fixed or variable length, scalar or 1-D) into `out`.
+bool read_attr_string_array(hid_t obj, const char* name, std::vector<std::string>& out) {
+  if (H5Aexists(obj, name) <= 0) return false;
+  H5Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) return false;
+  H5Handle ftype(H5Aget_type(a), H5Tclose);
+  if (H5Tget_class(ftype) != H5T_STRING) return false;
+  H5Handle space(H5Aget_space(a), H5Sclose);
+  hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n < 0) return false;
+  out.clear();
+  if (H5Tis_variable_str(ftype) > 0) {
+    H5Handle mtype = h5_vlen_string_type();
+    std::vector<char*> ptrs(static_cast<size_t>(n), nullptr);
+    if (H5Aread(a, mtype, ptrs.data()) < 0) return false;
+    for (char* p : ptrs) out.emplace_back(p ? p : "");
+    H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, ptrs.data());
+  } else {
+    size_t len = H5Tget_size(ftype);
+    H5Handle mtype(H5Tcopy(ftype), H5Tclose);
+    std::vector<char> buf(len * static_cast<size_t>(n) + 1, 0);
+    if (H5Aread(a, mtype, buf.data()) < 0) return false;
+    for (hssize_t i = 0; i < n; ++i) {
+      const char* p = buf.data() + static_cast<size_t>(i) * len;
+      out.emplace_back(p, strnlen(p, len));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool h5_attr_exists(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
+
+bool h5_read_attr_string(hid_t obj, const char* name, std::string& out) {
+  std::vector<std::string> v;
+  if (!read_attr_string_array(obj, name, v) || v.size() != 1) return false;
+  out = v[0];
+  return true;
+}
+
+bool h5_read_attr_strings(hid_t obj, const char* name, std::vector<std::string>& out) {
+  return read_attr_string_array(obj, name, out);
+}
+
+bool h5_read_attr_int(hid_t obj, const char* name, int64_t& out) {
+  if (H5Aexists(obj, name) <= 0) return false;
+  H5Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) return false;
+  H5Handle ftype(H5Aget_type(a), H5Tclose);
+  if (H5Tget_class(ftype) != H5T_INTEGER) return false;
+  H5Handle space(H5Aget_space(a), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space) != 1) return false;
+  long long v = 0;
+  if (H5Aread(a, H5T_NATIVE_LLONG, &v) < 0) return false;
+  out = v;
+  return true;
+}
+
+bool h5_read_attr_floats(hid_t obj, const char* name, std::vector<float>& out) {
+  if (H5Aexists(obj, name) <= 0) return false;
+  H5Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) return false;
+  H5Handle ftype(H5Aget_type(a), H5Tclose);
+  if (H5Tget_class(ftype) != H5T_FLOAT) return false;
+  H5Handle space(H5Aget_space(a), H5Sclose);
+  hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n < 0) return false;
+  out.assign(static_cast<size_t>(n), 0.f);
+  return H5Aread(a, H5T_NATIVE_FLOAT, out.data()) >= 0;
+}
+
+}  // namespace ht

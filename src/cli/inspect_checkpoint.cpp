@@ -1,0 +1,46 @@
+// hpctrain inspect on a checkpoint file: the summary printed after reading every dataset back.
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "io/checkpoint_format.hpp"
+#include "src/base/error.hpp"
+#include "src/cli/commands.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ht {
+
+int inspect_checkpoint(const std::string& path) {
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  std::cout << "checkpoint " << path << " (" << (ec ? std::string("?") : checkpoint_size_text(size)) << ")\n";
+  try {
+    CheckpointData d = read_checkpoint_file(path);
+    auto geti = [&](const char* k) { return d.ints.count(k) ? std::to_string(d.ints.at(k)) : std::string("?"); };
+    auto gets = [&](const char* k) { return d.strings.count(k) ? d.strings.at(k) : std::string("?"); };
+    std::cout << "  format: " << kCheckpointFormat << " version " << kCheckpointVersion << "\n";
+    std::cout << "  step: " << geti("step") << "  epoch: " << geti("epoch")
+              << "  step_in_epoch: " << geti("step_in_epoch") << "\n";
+    std::cout << "  world_size at save: " << geti("world_size") << "  global_batch: " << geti("global_batch")
+              << "  seed: " << geti("seed") << "\n";
+    std::cout << "  model: " << gets("model") << "  config_hash: " << gets("config_hash") << "\n";
+    int64_t params = 0, nparam = 0, buffers = 0, momentum = 0;
+    for (auto& [n, t] : d.tensors) {
+      if (n.rfind("param/", 0) == 0) params += t.numel(), ++nparam;
+      else if (n.rfind("buffer/", 0) == 0) buffers += t.numel();
+      else if (n.rfind("momentum/", 0) == 0) momentum += t.numel();
+    }
+    std::cout << "  parameters: " << params << " in " << nparam << " tensors;  buffers: " << buffers
+              << " values;  momentum: " << momentum << " values\n";
+    for (auto& [k, v] : d.floats) std::cout << "  " << k << ": " << v << "\n";
+    size_t ndatasets = d.tensors.size() + d.ints.size() + d.floats.size() + d.strings.size() + 1;
+    std::cout << "  checksums: OK (" << ndatasets << " datasets read back, fletcher32 verified)\n";
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::cout << "  checksums: FAILED: " << e.what() << "\n";
+    return kExitUsage;
+  }
+}
+
+}  // namespace ht
