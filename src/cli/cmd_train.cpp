@@ -3,12 +3,14 @@
 #include <boost/program_options.hpp>
 
 #include <iostream>
+#include <memory>
 
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
 #include "src/cli/train_args.hpp"
 #include "src/train/checkpoint_manager.hpp"
 #include "src/train/config.hpp"
+#include "src/train/run_lock.hpp"
 #include "src/train/trainer.hpp"
 
 namespace ht {
@@ -65,6 +67,12 @@ int cmd_train(const Args& args) {
   std::vector<std::string> extra;
   Config cfg = parse_config(args, &extra);
   CheckpointArgs ckpt_args = parse_checkpoint_args(extra);  // --init-from PATH, --reset-head
+  // One job per run directory: rank 0 holds RUN_DIR/.owner until the process exits; every rank
+  // stops together (exit 2) when another job holds it.
+  std::unique_ptr<RunDirLock> owner;
+  collective_usage_check([&] {
+    if (dist().rank == 0) owner = std::make_unique<RunDirLock>(cfg.run.dir, kRunDirLockWaitS);
+  });
   if (dist().rank == 0) std::cout << "# effective config\n" << to_ini(cfg) << std::flush;
   Trainer trainer(cfg);
   CheckpointManager checkpoints(trainer, ckpt_args);  // signals, resume, periodic/final checkpoints
