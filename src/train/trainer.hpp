@@ -134,6 +134,9 @@ class Trainer {
   void setup_distributed(int threads);
   /// Every rank starts from rank 0's parameters and buffers; gradient buckets when world_size > 1.
   void setup_communication();
+  /// Compares every rank's parameter and buffer layout; UsageError (exit 2 on every rank) naming
+  /// the first difference on each rank that differs from rank 0. Collective.
+  void check_same_model_on_all_ranks();
   /// NVML sampling of the bound GPU and the timeline (trace.enabled).
   void setup_monitoring();
   /// Rank 0: run.dir/config.ini, metrics.jsonl and the one-line run description.

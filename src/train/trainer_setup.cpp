@@ -11,6 +11,7 @@
 #include "cuda/cuda_context.hpp"
 #include "cuda/gpu_env.hpp"
 #include "mpi/check.hpp"
+#include "src/base/hash.hpp"
 #include "mpi/gpu/communicator_factory.hpp"
 #include "mpi/dist.hpp"
 #include "src/base/clock.hpp"
@@ -114,7 +115,10 @@ void Trainer::setup_data() {
   n_train_ = cfg_.data.limit_train > 0 ? std::min(cfg_.data.limit_train, info.num_samples) : info.num_samples;
   if (steps_per_epoch_ <= 0)
     throw UsageError("train.global_batch = " + std::to_string(cfg_.train.global_batch) + ": larger than the " +
-                     std::to_string(n_train_) + " train samples, so an epoch has no step");
+                     std::to_string(n_train_) + " train samples of " +
+                     (cfg_.data.synthetic ? std::string("the synthetic dataset")
+                                          : "data.dir = " + cfg_.data.dir + " (split train)") +
+                     ", so an epoch has no step");
   LoaderOptions eo = lo;
   eo.train = false;
   eo.crop_padding = 0;
@@ -148,6 +152,7 @@ void Trainer::setup_distributed(int threads) {
 
 void Trainer::setup_communication() {
   comm_ = make_communicator(device_, cfg_.dist.allow_shared_gpu, cfg_.dist.timeout_s);
+  check_same_model_on_all_ranks();  // before any collective whose size depends on the model
   auto& ps = model_->params();
   auto span_of = [](Tensor& t) { return std::span<float>(t.data<float>(), static_cast<size_t>(t.numel())); };
   comm_->broadcast(span_of(ps.flat_values()), 0);
@@ -158,6 +163,48 @@ void Trainer::setup_communication() {
     bucketer_ = std::make_unique<GradBucketer>(*comm_, span_of(ps.flat_grads()), slices, cfg_.dist.bucket_mb);
   }
   buffers_backup_ = Tensor::empty(ps.flat_buffers().shape(), DType::f32, device_);
+}
+
+namespace {
+/// One line per parameter and buffer ("param NAME [shape]"), after a line with the counts.
+std::vector<std::string> model_layout(ParamStore& ps) {
+  std::vector<std::string> lines{"parameters " + std::to_string(ps.num_params()) + " in " +
+                                 std::to_string(ps.params().size()) + " tensors, buffer values " +
+                                 std::to_string(ps.flat_buffers().numel()) + " in " +
+                                 std::to_string(ps.buffers().size()) + " tensors"};
+  for (const auto& p : ps.params()) lines.push_back("parameter " + p.name + " " + shape_to_string(p.shape));
+  for (const auto& b : ps.buffers()) lines.push_back("buffer " + b.name + " " + shape_to_string(b.shape));
+  return lines;
+}
+}  // namespace
+
+void Trainer::check_same_model_on_all_ranks() {
+  if (world_ == 1) return;
+  const std::vector<std::string> mine = model_layout(model_->params());
+  Fnv1a h;
+  for (const auto& l : mine) h.update(l + "\n");
+  const long long fp = static_cast<long long>(h.value() >> 2);
+  if (dist_max(fp) == -dist_max(-fp)) return;
+  // Some rank differs: rank 0's layout goes to every rank, each rank names its first difference.
+  std::string text;
+  for (const auto& l : mine) text += l + "\n";
+  std::vector<char> bytes(text.begin(), text.end());
+  comm_->broadcast_bytes(bytes, 0);
+  std::vector<std::string> ref;
+  std::string line;
+  for (char c : bytes) {
+    if (c == '\n') ref.push_back(std::move(line)), line.clear();
+    else line += c;
+  }
+  collective_usage_check([&] {
+    for (size_t i = 0; i < std::max(mine.size(), ref.size()); ++i) {
+      const std::string a = i < mine.size() ? mine[i] : "(nothing)", b = i < ref.size() ? ref[i] : "(nothing)";
+      if (a != b)
+        throw UsageError("the ranks build different models (model." + std::string("name = ") + cfg_.model.name +
+                         " here): rank " + std::to_string(rank_) + " has " + a + ", rank 0 has " + b +
+                         "; every rank must get the same config and dataset");
+    }
+  });
 }
 
 void Trainer::setup_monitoring() {

@@ -1,7 +1,7 @@
 # Training through the hpctrain binary (`hpctrain train`), CPU and GPU.
 
 # Multi-rank training behaviour (mpirun): exactness across world sizes, uneven data, failures, NaN.
-foreach(t dp_exactness uneven rank_failure nan_skip quick_convergence bad_data test_seams)
+foreach(t dp_exactness uneven rank_failure nan_skip quick_convergence bad_data test_seams model_mismatch)
   ht_add_script_test(train_${t} train/train_tests.py ARGS ${t} LABELS train TIMEOUT 300)
 endforeach()
 

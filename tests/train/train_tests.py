@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Multi-rank training tests driving the hpctrain binary under mpirun (issue: CPU engine).
 
-usage: train_tests.py dp_exactness | uneven | rank_failure | nan_skip | quick_convergence | bad_data | test_seams
+usage: train_tests.py dp_exactness | uneven | rank_failure | nan_skip | quick_convergence | bad_data | test_seams |
+       model_mismatch
 Environment (set by ctest): HT_BIN (hpctrain), HT_MPIEXEC (mpirun), OMPI_* for root/oversubscribe.
 """
 import json
@@ -174,6 +175,25 @@ def test_seams(tmp):
     p, _ = run(2, base(os.path.join(tmp, "typo")), timeout=60, expect=2, faults="fail_at_stpe=3")
     assert "HT_TEST_FAULTS: unknown fault 'fail_at_stpe'" in p.stdout, p.stdout[-2000:]
     print("test seams: no test-only key in --help or config.ini; HT_TEST_FAULTS warns once; a typo exits 2")
+
+
+def model_mismatch(tmp):
+    """Ranks launched with different models (a per-rank argument list): every rank exits 2 before any
+    collective sized by the model, and the differing rank names itself, rank 0 and both values."""
+    d = os.path.join(tmp, "mismatch")
+    common = ["--oversubscribe", "--bind-to", "none"]
+    cmd = [MPIRUN] + common + ["-np", "1", HT, "train"] + base(d, "--train.max_steps", "3") + [":"] + \
+          ["-np", "1", HT, "train"] + base(d, "--train.max_steps", "3", "--model.mlp_hidden", "16")
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    dt = time.time() - t0
+    out = p.stdout
+    assert p.returncode == 2, f"exit {p.returncode}, expected 2:\n{out[-3000:]}"
+    assert "the ranks build different models" in out and "rank 1 has parameters" in out, out[-3000:]
+    assert "rank 0 has parameters" in out, out[-3000:]
+    for bad in ("double free", "MPI_ERR_TRUNCATE", "Segmentation"):
+        assert bad not in out, out[-3000:]
+    print(f"model mismatch: exit 2 on every rank after {dt:.1f} s")
 
 
 if __name__ == "__main__":
