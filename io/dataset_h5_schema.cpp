@@ -58,8 +58,8 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
   H5Handle fapl(HT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
   s.file = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), H5Fclose);
   if (!s.file.valid())
-    throw UsageError(path + ": cannot open as HDF5 (" + std::to_string(st.st_size) +
-                     " bytes; truncated or corrupt file)");
+    throw UsageError(path + ": cannot open as HDF5 (" + std::to_string(st.st_size) + " bytes): " +
+                     h5_open_failure_text());
   std::string fmt;
   if (!h5_read_attr_string(s.file, "format", fmt)) throw UsageError(path + ": root attribute 'format' missing or not a string");
   if (fmt != "hpctrain-dataset")

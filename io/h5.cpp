@@ -67,6 +67,24 @@ std::string h5_error_text() {
   return desc.empty() ? "unknown HDF5 error" : desc;
 }
 
+std::string h5_open_failure_text() {
+  std::string reason = h5_error_text();
+  std::string all;  // every message of the stack: the lock failure is not always the innermost
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned, const H5E_error2_t* e, void* d) -> herr_t {
+        if (e && e->desc) *static_cast<std::string*>(d) += std::string(e->desc) + "; ";
+        return 0;
+      },
+      &all);
+  if (all.find("lock") != std::string::npos) {
+    if (reason.find("lock") == std::string::npos) reason = "unable to lock file: " + reason;
+    reason += ". Another process has the file open for writing (HDF5 file locking): wait for it to "
+              "finish, or, on a file system whose locks are unreliable, set HDF5_USE_FILE_LOCKING=FALSE";
+  }
+  return reason;
+}
+
 // ---- types, dataspaces, attributes ----------------------------------------------------------
 
 H5Handle h5_vlen_string_type() {

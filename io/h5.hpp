@@ -29,6 +29,10 @@ struct H5Fail : std::runtime_error {
 /// one ("No space left on device (errno = 28)"); "unknown HDF5 error" when the stack is empty.
 std::string h5_error_text();
 
+/// Why H5Fopen just failed on `path`: HDF5's own innermost error, plus, when that error is about a file
+/// lock, who is likely to hold it and the HDF5_USE_FILE_LOCKING remedy. Call right after the failure.
+std::string h5_open_failure_text();
+
 /// `rc` unchanged when >= 0; otherwise throws H5Fail("WHAT: <h5_error_text()>").
 template <class T> T h5(T rc, const std::string& what) {
   if (rc < 0) throw H5Fail(what + ": " + h5_error_text());

@@ -3,3 +3,4 @@ ht_add_mpi_test(mpi_dataset_np2 2 "[dataset]" TIMEOUT 60)
 # Real shards through the CLI: prepare -> h5py/h5dump read-back; malformed shards -> exit 2 on every rank.
 ht_add_script_test(dataset_prepare_h5py dataset/prepare_roundtrip.py LABELS dataset TIMEOUT 120)
 ht_add_script_test(dataset_bad_shards_np2 dataset/bad_shards.py LABELS dataset TIMEOUT 180)
+ht_add_script_test(dataset_locked_shard dataset/locked_shard.py LABELS dataset TIMEOUT 180)
