@@ -142,33 +142,38 @@ class Sequential : public Layer {
   std::vector<std::unique_ptr<Layer>> layers;
 };
 
-/// torchvision BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), shortcut =
-/// downsample (1x1 conv stride s + bn) when the shape changes, identity otherwise.
-class BasicBlock : public Layer {
+/// A residual block: out_relu(main(x) + shortcut(x)), shortcut = downsample (1x1 conv stride s + bn)
+/// when the shape changes, identity otherwise. Subclasses build main (and the shortcut) in their
+/// constructor with add_conv_bn and add_shortcut; parameters register in the order they are added.
+class ResidualBlock : public Layer {
  public:
-  BasicBlock(ParamStore& ps, std::string name, int in_ch, int out_ch, int stride);
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
 
- private:
+ protected:
+  explicit ResidualBlock(std::string n);
+  /// Appends <name>.conv<i> (k x k, stride s, pad p, no bias) and <name>.bn<i> to main.
+  void add_conv_bn(ParamStore& ps, int i, int in_ch, int out_ch, int k, int s, int p);
+  /// Adds the downsample shortcut (<name>.downsample.{0,1}) when stride != 1 or in_ch != out_ch.
+  void add_shortcut(ParamStore& ps, int in_ch, int out_ch, int stride);
   Sequential main_;
+
+ private:
   std::unique_ptr<Sequential> down_;
   ReLU out_relu_;
   Tensor sum_, dx_;
 };
 
+/// torchvision BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
+class BasicBlock : public ResidualBlock {
+ public:
+  BasicBlock(ParamStore& ps, std::string name, int in_ch, int out_ch, int stride);
+};
+
 /// torchvision Bottleneck (ResNet v1.5: stride on the 3x3 conv), expansion 4.
-class Bottleneck : public Layer {
+class Bottleneck : public ResidualBlock {
  public:
   Bottleneck(ParamStore& ps, std::string name, int in_ch, int width, int stride);
-  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
-  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
-
- private:
-  Sequential main_;
-  std::unique_ptr<Sequential> down_;
-  ReLU out_relu_;
-  Tensor sum_, dx_;
 };
 
 }  // namespace ht
