@@ -24,6 +24,8 @@ struct PassOptions {
 
 class Layer {
  public:
+  Layer() = default;
+  explicit Layer(std::string n) : name(std::move(n)) {}
   virtual ~Layer() = default;
   /// x -> y. The returned tensor is owned by the layer and valid until its next forward.
   virtual const Tensor& forward(const Tensor& x, const PassOptions& o) = 0;
@@ -66,7 +68,7 @@ class BatchNorm2d : public Layer {
 
 class ReLU : public Layer {
  public:
-  explicit ReLU(std::string n) { name = std::move(n); }
+  using Layer::Layer;  // (std::string name)
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
 
@@ -90,7 +92,7 @@ class MaxPool2d : public Layer {
 /// [N,C,H,W] -> [N,C].
 class GlobalAvgPool : public Layer {
  public:
-  explicit GlobalAvgPool(std::string n) { name = std::move(n); }
+  using Layer::Layer;  // (std::string name)
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
 
@@ -103,7 +105,7 @@ class GlobalAvgPool : public Layer {
 /// [N, ...] -> [N, prod(...)] (a view, no copy).
 class Flatten : public Layer {
  public:
-  explicit Flatten(std::string n) { name = std::move(n); }
+  using Layer::Layer;  // (std::string name)
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
 
@@ -130,7 +132,7 @@ class Linear : public Layer {
 /// Layers applied in order.
 class Sequential : public Layer {
  public:
-  explicit Sequential(std::string n) { name = std::move(n); }
+  using Layer::Layer;  // (std::string name)
   template <class L, class... A> L& add(A&&... args) {
     auto p = std::make_unique<L>(std::forward<A>(args)...);
     L& r = *p;
