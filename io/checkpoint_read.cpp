@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "io/checkpoint_format.hpp"
@@ -93,6 +94,21 @@ std::vector<std::string> group_members(hid_t f, const char* g) {
   return out;
 }
 
+// Reads every member of group `g` (8-byte elements of class `cls`, shape [1]) into out[key].
+template <class T>
+void read_scalars(hid_t f, const std::string& g, H5T_class_t cls, hid_t native, std::map<std::string, T>& out) {
+  static_assert(sizeof(T) == 8);
+  for (auto& key : group_members(f, g.c_str())) {
+    const std::string name = g + "/" + key;
+    std::vector<hsize_t> dims;
+    H5Handle ds = open_checked(f, name, cls, 8, &dims);
+    if (dims != std::vector<hsize_t>{1}) throw H5Fail("dataset /" + name + " is not [1]");
+    T v = 0;
+    h5(H5Dread(ds, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v), "read /" + name + " (checksum)");
+    out[key] = v;
+  }
+}
+
 H5Handle open_file(const std::string& path) {
   H5Handle fapl(h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
   h5(H5Pset_file_locking(fapl, false, true), "H5Pset_file_locking");
@@ -127,22 +143,8 @@ CheckpointData read_file_impl(const std::string& path) {
       h5(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), "read /" + name + " (checksum)");
     d.tensors.emplace_back(name, std::move(t));
   }
-  for (auto& key : group_members(f, "ints")) {
-    std::vector<hsize_t> dims;
-    H5Handle ds = open_checked(f, "ints/" + key, H5T_INTEGER, 8, &dims);
-    if (dims != std::vector<hsize_t>{1}) throw H5Fail("dataset /ints/" + key + " is not [1]");
-    int64_t v = 0;
-    h5(H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v), "read /ints/" + key + " (checksum)");
-    d.ints[key] = v;
-  }
-  for (auto& key : group_members(f, "floats")) {
-    std::vector<hsize_t> dims;
-    H5Handle ds = open_checked(f, "floats/" + key, H5T_FLOAT, 8, &dims);
-    if (dims != std::vector<hsize_t>{1}) throw H5Fail("dataset /floats/" + key + " is not [1]");
-    double v = 0;
-    h5(H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v), "read /floats/" + key + " (checksum)");
-    d.floats[key] = v;
-  }
+  read_scalars(f, "ints", H5T_INTEGER, H5T_NATIVE_INT64, d.ints);
+  read_scalars(f, "floats", H5T_FLOAT, H5T_NATIVE_DOUBLE, d.floats);
   for (auto& key : group_members(f, "strings")) d.strings[key] = read_text(f, "strings/" + key);
   if (!d.ints.count("step")) throw H5Fail("dataset /ints/step is missing");
   f.close_checked("close");

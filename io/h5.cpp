@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "io/h5_check.hpp"
 
@@ -103,14 +104,27 @@ std::vector<hsize_t> h5_space_dims(hid_t space) {
 
 namespace {
 
+// An open attribute with its file type and dataspace.
+struct OpenAttr {
+  H5Handle attr, type, space;
+};
+
+// The attribute `name` of `obj`, when it exists, opens, and its type is of class `cls`.
+std::optional<OpenAttr> open_attr(hid_t obj, const char* name, H5T_class_t cls) {
+  if (H5Aexists(obj, name) <= 0) return std::nullopt;
+  H5Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) return std::nullopt;
+  H5Handle type(H5Aget_type(a), H5Tclose);
+  if (H5Tget_class(type) != cls) return std::nullopt;
+  H5Handle space(H5Aget_space(a), H5Sclose);
+  return OpenAttr{std::move(a), std::move(type), std::move(space)};
+}
+
 // Reads a string-typed attribute (fixed or variable length, scalar or 1-D) into `out`.
 bool read_attr_string_array(hid_t obj, const char* name, std::vector<std::string>& out) {
-  if (H5Aexists(obj, name) <= 0) return false;
-  H5Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  if (!a.valid()) return false;
-  H5Handle ftype(H5Aget_type(a), H5Tclose);
-  if (H5Tget_class(ftype) != H5T_STRING) return false;
-  H5Handle space(H5Aget_space(a), H5Sclose);
+  auto at = open_attr(obj, name, H5T_STRING);
+  if (!at) return false;
+  const H5Handle &a = at->attr, &ftype = at->type, &space = at->space;
   hssize_t n = H5Sget_simple_extent_npoints(space);
   if (n < 0) return false;
   out.clear();
@@ -149,30 +163,21 @@ bool h5_read_attr_strings(hid_t obj, const char* name, std::vector<std::string>&
 }
 
 bool h5_read_attr_int(hid_t obj, const char* name, int64_t& out) {
-  if (H5Aexists(obj, name) <= 0) return false;
-  H5Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  if (!a.valid()) return false;
-  H5Handle ftype(H5Aget_type(a), H5Tclose);
-  if (H5Tget_class(ftype) != H5T_INTEGER) return false;
-  H5Handle space(H5Aget_space(a), H5Sclose);
-  if (H5Sget_simple_extent_npoints(space) != 1) return false;
+  auto at = open_attr(obj, name, H5T_INTEGER);
+  if (!at || H5Sget_simple_extent_npoints(at->space) != 1) return false;
   long long v = 0;
-  if (H5Aread(a, H5T_NATIVE_LLONG, &v) < 0) return false;
+  if (H5Aread(at->attr, H5T_NATIVE_LLONG, &v) < 0) return false;
   out = v;
   return true;
 }
 
 bool h5_read_attr_floats(hid_t obj, const char* name, std::vector<float>& out) {
-  if (H5Aexists(obj, name) <= 0) return false;
-  H5Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  if (!a.valid()) return false;
-  H5Handle ftype(H5Aget_type(a), H5Tclose);
-  if (H5Tget_class(ftype) != H5T_FLOAT) return false;
-  H5Handle space(H5Aget_space(a), H5Sclose);
-  hssize_t n = H5Sget_simple_extent_npoints(space);
+  auto at = open_attr(obj, name, H5T_FLOAT);
+  if (!at) return false;
+  hssize_t n = H5Sget_simple_extent_npoints(at->space);
   if (n < 0) return false;
   out.assign(static_cast<size_t>(n), 0.f);
-  return H5Aread(a, H5T_NATIVE_FLOAT, out.data()) >= 0;
+  return H5Aread(at->attr, H5T_NATIVE_FLOAT, out.data()) >= 0;
 }
 
 }  // namespace ht

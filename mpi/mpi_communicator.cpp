@@ -22,11 +22,16 @@ using Clock = std::chrono::steady_clock;
 // MPI counts are int: large spans go in chunks (each chunk is itself a complete collective).
 constexpr int64_t kMaxChunk = int64_t{1} << 30;
 
+/// Calls f(offset, count) for consecutive chunks of at most kMaxChunk elements covering [0, size).
+template <class F> void for_each_chunk(size_t size, F&& f) {
+  for (size_t off = 0; off < size; off += kMaxChunk)
+    f(off, static_cast<int>(std::min<int64_t>(kMaxChunk, static_cast<int64_t>(size - off))));
+}
+
 void allreduce_sum_chunks(std::span<float> data, MPI_Comm comm) {
-  for (size_t off = 0; off < data.size(); off += kMaxChunk) {
-    int n = static_cast<int>(std::min<int64_t>(kMaxChunk, static_cast<int64_t>(data.size() - off)));
+  for_each_chunk(data.size(), [&](size_t off, int n) {
     HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data.data() + off, n, MPI_FLOAT, MPI_SUM, comm));
-  }
+  });
 }
 
 void divide(std::span<float> data, int world) {
@@ -195,10 +200,9 @@ void MpiCommunicator::broadcast(std::span<float> data, int root) {
   check_root("broadcast", root);
   if (world_ == 1 || data.empty()) return;
   auto host = stage_in(data, SIZE_MAX);
-  for (size_t off = 0; off < host.size(); off += kMaxChunk) {
-    int n = static_cast<int>(std::min<int64_t>(kMaxChunk, static_cast<int64_t>(host.size() - off)));
+  for_each_chunk(host.size(), [&](size_t off, int n) {
     HT_MPI_CHECK(MPI_Bcast(host.data() + off, n, MPI_FLOAT, root, main_comm_));
-  }
+  });
   stage_out(host, data);
 }
 
@@ -206,13 +210,12 @@ void MpiCommunicator::reduce_sum(std::span<float> data, int root) {
   check_root("reduce_sum", root);
   if (world_ == 1 || data.empty()) return;
   auto host = stage_in(data, SIZE_MAX);
-  for (size_t off = 0; off < host.size(); off += kMaxChunk) {
-    int n = static_cast<int>(std::min<int64_t>(kMaxChunk, static_cast<int64_t>(host.size() - off)));
+  for_each_chunk(host.size(), [&](size_t off, int n) {
     if (rank_ == root)
       HT_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, host.data() + off, n, MPI_FLOAT, MPI_SUM, root, main_comm_));
     else
       HT_MPI_CHECK(MPI_Reduce(host.data() + off, nullptr, n, MPI_FLOAT, MPI_SUM, root, main_comm_));
-  }
+  });
   if (rank_ == root) stage_out(host, data);
 }
 
@@ -226,9 +229,9 @@ void mpi_broadcast_bytes(std::vector<char>& bytes, int root, MPI_Comm comm) {
   uint64_t n = bytes.size();
   HT_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
   bytes.resize(n);
-  for (uint64_t off = 0; off < n; off += kMaxChunk)
-    HT_MPI_CHECK(MPI_Bcast(bytes.data() + off, static_cast<int>(std::min<uint64_t>(kMaxChunk, n - off)), MPI_CHAR,
-                           root, comm));
+  for_each_chunk(bytes.size(), [&](size_t off, int count) {
+    HT_MPI_CHECK(MPI_Bcast(bytes.data() + off, count, MPI_CHAR, root, comm));
+  });
 }
 
 void MpiCommunicator::set_async_observer(AsyncObserver obs) {

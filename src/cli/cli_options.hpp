@@ -29,6 +29,7 @@
 #include <boost/program_options.hpp>
 
 #include "src/base/error.hpp"
+#include "src/base/suggest.hpp"  // edit_distance, closest_match
 #include "src/cli/commands.hpp"
 
 namespace ht {
@@ -94,12 +95,6 @@ class CommandLine {
   int positional_max_ = 0;
   std::vector<std::string>* rest_ = nullptr;
 };
-
-/// Levenshtein distance between a and b (insertions, deletions, substitutions, each 1).
-size_t edit_distance(const std::string& a, const std::string& b);  // TODO(base): config.cpp has a copy
-
-/// The candidate closest to `word` by edit_distance (the first of equals); "" when there is none.
-std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 
 // ---- template members -------------------------------------------------------------------------
 

@@ -174,83 +174,56 @@ const Tensor& Sequential::backward(const Tensor& dy, const PassOptions& o) {
 }
 
 // ---- Residual blocks ----------------------------------------------------------------------------
-namespace {
-const Tensor& residual_forward(Sequential& main, Sequential* down, ReLU& out_relu, Tensor& sum, const Tensor& x,
-                               const PassOptions& o) {
-  const Tensor& m = main.forward(x, o);
-  const Tensor& s = down ? down->forward(x, o) : x;
-  sum.ensure(m.shape(), DType::f32, m.device());
-  add_forward(m, s, sum);
-  return out_relu.forward(sum, o);
+ResidualBlock::ResidualBlock(std::string n) : main_(n), out_relu_(n + ".relu_out") { name = std::move(n); }
+
+void ResidualBlock::add_conv_bn(ParamStore& ps, int i, int in_ch, int out_ch, int k, int s, int p) {
+  main_.add<Conv2d>(ps, name + ".conv" + std::to_string(i), in_ch, out_ch, k, s, p, false);
+  main_.add<BatchNorm2d>(ps, name + ".bn" + std::to_string(i), out_ch);
+}
+
+void ResidualBlock::add_shortcut(ParamStore& ps, int in_ch, int out_ch, int stride) {
+  if (stride == 1 && in_ch == out_ch) return;
+  down_ = std::make_unique<Sequential>(name + ".downsample");
+  down_->add<Conv2d>(ps, name + ".downsample.0", in_ch, out_ch, 1, stride, 0, false);
+  down_->add<BatchNorm2d>(ps, name + ".downsample.1", out_ch);
+}
+
+const Tensor& ResidualBlock::forward(const Tensor& x, const PassOptions& o) {
+  const Tensor& m = main_.forward(x, o);
+  const Tensor& s = down_ ? down_->forward(x, o) : x;
+  sum_.ensure(m.shape(), DType::f32, m.device());
+  add_forward(m, s, sum_);
+  return out_relu_.forward(sum_, o);
 }
 
 // The shortcut goes first so that gradients become final in reverse registration order, which
 // lets the gradient buckets start as early as possible.
-const Tensor& residual_backward(Sequential& main, Sequential* down, ReLU& out_relu, Tensor& dx, const Tensor& dy,
-                                const PassOptions& o) {
-  const Tensor& ds = out_relu.backward(dy, o);
+const Tensor& ResidualBlock::backward(const Tensor& dy, const PassOptions& o) {
+  const Tensor& ds = out_relu_.backward(dy, o);
   PassOptions inner = o;
   inner.need_input_grad = true;
-  if (down) {
-    const Tensor& dd = down->backward(ds, inner);
-    const Tensor& dm = main.backward(ds, inner);
-    dx.ensure(dm.shape(), DType::f32, dm.device());
-    add_forward(dm, dd, dx);
-  } else {
-    const Tensor& dm = main.backward(ds, inner);
-    dx.ensure(dm.shape(), DType::f32, dm.device());
-    add_forward(dm, ds, dx);
-  }
-  return dx;
+  const Tensor& dd = down_ ? down_->backward(ds, inner) : ds;
+  const Tensor& dm = main_.backward(ds, inner);
+  dx_.ensure(dm.shape(), DType::f32, dm.device());
+  add_forward(dm, dd, dx_);
+  return dx_;
 }
-}  // namespace
 
-BasicBlock::BasicBlock(ParamStore& ps, std::string n, int in_ch, int out_ch, int stride)
-    : main_(n), out_relu_(n + ".relu_out") {
-  name = std::move(n);
-  main_.add<Conv2d>(ps, name + ".conv1", in_ch, out_ch, 3, stride, 1, false);
-  main_.add<BatchNorm2d>(ps, name + ".bn1", out_ch);
+BasicBlock::BasicBlock(ParamStore& ps, std::string n, int in_ch, int out_ch, int stride) : ResidualBlock(std::move(n)) {
+  add_conv_bn(ps, 1, in_ch, out_ch, 3, stride, 1);
   main_.add<ReLU>(name + ".relu");
-  main_.add<Conv2d>(ps, name + ".conv2", out_ch, out_ch, 3, 1, 1, false);
-  main_.add<BatchNorm2d>(ps, name + ".bn2", out_ch);
-  if (stride != 1 || in_ch != out_ch) {
-    down_ = std::make_unique<Sequential>(name + ".downsample");
-    down_->add<Conv2d>(ps, name + ".downsample.0", in_ch, out_ch, 1, stride, 0, false);
-    down_->add<BatchNorm2d>(ps, name + ".downsample.1", out_ch);
-  }
+  add_conv_bn(ps, 2, out_ch, out_ch, 3, 1, 1);
+  add_shortcut(ps, in_ch, out_ch, stride);
 }
 
-const Tensor& BasicBlock::forward(const Tensor& x, const PassOptions& o) {
-  return residual_forward(main_, down_.get(), out_relu_, sum_, x, o);
-}
-const Tensor& BasicBlock::backward(const Tensor& dy, const PassOptions& o) {
-  return residual_backward(main_, down_.get(), out_relu_, dx_, dy, o);
-}
-
-Bottleneck::Bottleneck(ParamStore& ps, std::string n, int in_ch, int width, int stride)
-    : main_(n), out_relu_(n + ".relu_out") {
-  name = std::move(n);
+Bottleneck::Bottleneck(ParamStore& ps, std::string n, int in_ch, int width, int stride) : ResidualBlock(std::move(n)) {
   const int out_ch = width * 4;
-  main_.add<Conv2d>(ps, name + ".conv1", in_ch, width, 1, 1, 0, false);
-  main_.add<BatchNorm2d>(ps, name + ".bn1", width);
+  add_conv_bn(ps, 1, in_ch, width, 1, 1, 0);
   main_.add<ReLU>(name + ".relu1");
-  main_.add<Conv2d>(ps, name + ".conv2", width, width, 3, stride, 1, false);
-  main_.add<BatchNorm2d>(ps, name + ".bn2", width);
+  add_conv_bn(ps, 2, width, width, 3, stride, 1);
   main_.add<ReLU>(name + ".relu2");
-  main_.add<Conv2d>(ps, name + ".conv3", width, out_ch, 1, 1, 0, false);
-  main_.add<BatchNorm2d>(ps, name + ".bn3", out_ch);
-  if (stride != 1 || in_ch != out_ch) {
-    down_ = std::make_unique<Sequential>(name + ".downsample");
-    down_->add<Conv2d>(ps, name + ".downsample.0", in_ch, out_ch, 1, stride, 0, false);
-    down_->add<BatchNorm2d>(ps, name + ".downsample.1", out_ch);
-  }
-}
-
-const Tensor& Bottleneck::forward(const Tensor& x, const PassOptions& o) {
-  return residual_forward(main_, down_.get(), out_relu_, sum_, x, o);
-}
-const Tensor& Bottleneck::backward(const Tensor& dy, const PassOptions& o) {
-  return residual_backward(main_, down_.get(), out_relu_, dx_, dy, o);
+  add_conv_bn(ps, 3, width, out_ch, 1, 1, 0);
+  add_shortcut(ps, in_ch, out_ch, stride);
 }
 
 }  // namespace ht

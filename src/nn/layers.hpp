@@ -24,6 +24,8 @@ struct PassOptions {
 
 class Layer {
  public:
+  Layer() = default;
+  explicit Layer(std::string n) : name(std::move(n)) {}
   virtual ~Layer() = default;
   /// x -> y. The returned tensor is owned by the layer and valid until its next forward.
   virtual const Tensor& forward(const Tensor& x, const PassOptions& o) = 0;
@@ -66,7 +68,7 @@ class BatchNorm2d : public Layer {
 
 class ReLU : public Layer {
  public:
-  explicit ReLU(std::string n) { name = std::move(n); }
+  using Layer::Layer;  // (std::string name)
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
 
@@ -90,7 +92,7 @@ class MaxPool2d : public Layer {
 /// [N,C,H,W] -> [N,C].
 class GlobalAvgPool : public Layer {
  public:
-  explicit GlobalAvgPool(std::string n) { name = std::move(n); }
+  using Layer::Layer;  // (std::string name)
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
 
@@ -103,7 +105,7 @@ class GlobalAvgPool : public Layer {
 /// [N, ...] -> [N, prod(...)] (a view, no copy).
 class Flatten : public Layer {
  public:
-  explicit Flatten(std::string n) { name = std::move(n); }
+  using Layer::Layer;  // (std::string name)
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
 
@@ -130,7 +132,7 @@ class Linear : public Layer {
 /// Layers applied in order.
 class Sequential : public Layer {
  public:
-  explicit Sequential(std::string n) { name = std::move(n); }
+  using Layer::Layer;  // (std::string name)
   template <class L, class... A> L& add(A&&... args) {
     auto p = std::make_unique<L>(std::forward<A>(args)...);
     L& r = *p;
@@ -142,33 +144,38 @@ class Sequential : public Layer {
   std::vector<std::unique_ptr<Layer>> layers;
 };
 
-/// torchvision BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), shortcut =
-/// downsample (1x1 conv stride s + bn) when the shape changes, identity otherwise.
-class BasicBlock : public Layer {
+/// A residual block: out_relu(main(x) + shortcut(x)), shortcut = downsample (1x1 conv stride s + bn)
+/// when the shape changes, identity otherwise. Subclasses build main (and the shortcut) in their
+/// constructor with add_conv_bn and add_shortcut; parameters register in the order they are added.
+class ResidualBlock : public Layer {
  public:
-  BasicBlock(ParamStore& ps, std::string name, int in_ch, int out_ch, int stride);
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
 
- private:
+ protected:
+  explicit ResidualBlock(std::string n);
+  /// Appends <name>.conv<i> (k x k, stride s, pad p, no bias) and <name>.bn<i> to main.
+  void add_conv_bn(ParamStore& ps, int i, int in_ch, int out_ch, int k, int s, int p);
+  /// Adds the downsample shortcut (<name>.downsample.{0,1}) when stride != 1 or in_ch != out_ch.
+  void add_shortcut(ParamStore& ps, int in_ch, int out_ch, int stride);
   Sequential main_;
+
+ private:
   std::unique_ptr<Sequential> down_;
   ReLU out_relu_;
   Tensor sum_, dx_;
 };
 
+/// torchvision BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
+class BasicBlock : public ResidualBlock {
+ public:
+  BasicBlock(ParamStore& ps, std::string name, int in_ch, int out_ch, int stride);
+};
+
 /// torchvision Bottleneck (ResNet v1.5: stride on the 3x3 conv), expansion 4.
-class Bottleneck : public Layer {
+class Bottleneck : public ResidualBlock {
  public:
   Bottleneck(ParamStore& ps, std::string name, int in_ch, int width, int stride);
-  const Tensor& forward(const Tensor& x, const PassOptions& o) override;
-  const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
-
- private:
-  Sequential main_;
-  std::unique_ptr<Sequential> down_;
-  ReLU out_relu_;
-  Tensor sum_, dx_;
 };
 
 }  // namespace ht

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "src/base/error.hpp"
+#include "src/base/suggest.hpp"
 
 namespace po = boost::program_options;
 
@@ -144,18 +145,6 @@ po::options_description make_description(Config& c, EnumText& enum_text) {
       d.add_options()(name, po::value<T>(&field)->default_value(field, fmt(field)), help);
   });
   return d;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 void require(bool ok, const std::string& origin, const std::string& key, const std::string& value,
