@@ -203,17 +203,46 @@ std::vector<std::string> config_keys() {
   return keys;
 }
 
+namespace {
+/// Names users bring from other trainers (PyTorch scripts, Hugging Face, Horovod examples), as the
+/// key they mean here, so "optim.learnig_rate" suggests optim.lr rather than the nearest spelling.
+const std::vector<std::pair<const char*, const char*>>& key_aliases() {
+  static const std::vector<std::pair<const char*, const char*>> a = {
+      {"learning_rate", "optim.lr"},          {"base_lr", "optim.lr"},
+      {"lr_schedule", "optim.schedule"},      {"scheduler", "optim.schedule"},
+      {"warmup", "optim.warmup_steps"},       {"warmup_epochs", "optim.warmup_steps"},
+      {"wd", "optim.weight_decay"},           {"batch_size", "train.global_batch"},
+      {"global_batch_size", "train.global_batch"}, {"micro_batch", "train.global_batch"},
+      {"num_epochs", "train.epochs"},         {"max_epochs", "train.epochs"},
+      {"gradient_accumulation_steps", "train.accumulation_steps"}, {"grad_accum", "train.accumulation_steps"},
+      {"amp", "train.precision"},             {"mixed_precision", "train.precision"},
+      {"dtype", "train.precision"},           {"data_dir", "data.dir"},
+      {"dataset", "data.dir"},                {"output_dir", "run.dir"},
+      {"save_dir", "run.dir"},                {"save_steps", "checkpoint.every_steps"},
+      {"checkpoint_every", "checkpoint.every_steps"}, {"arch", "model.name"},
+  };
+  return a;
+}
+}  // namespace
+
 std::string closest_key(const std::string& key) {
   std::string best;
   size_t best_d = std::numeric_limits<size_t>::max();
+  const auto dot_k = key.find('.');
+  const std::string bare = dot_k == std::string::npos ? key : key.substr(dot_k + 1);
+  auto consider = [&](const std::string& candidate, size_t d) {
+    if (d < best_d) best_d = d, best = candidate;
+  };
   for (const auto& k : config_keys()) {
     // Compare against the full key and against the part after the section, so "lr" finds optim.lr.
     size_t d = edit_distance(key, k);
     auto dot = k.find('.');
     if (key.find('.') == std::string::npos && dot != std::string::npos)
       d = std::min(d, edit_distance(key, k.substr(dot + 1)));
-    if (d < best_d) best_d = d, best = k;
+    consider(k, d);
   }
+  // An alias matched by its own spelling beats a real key matched by chance.
+  for (const auto& [alias, k] : key_aliases()) consider(k, edit_distance(bare, alias));
   return best;
 }
 

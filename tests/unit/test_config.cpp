@@ -122,3 +122,13 @@ TEST_CASE("config: the schedule enum drives learning_rate", "[config]") {
   CHECK(learning_rate(o, 5, 10, 2) == Approx(0.3f));
   CHECK(learning_rate(o, 10, 10, 2) == Approx(0.1f));
 }
+
+TEST_CASE("closest_key suggests what a person meant, including names from other trainers", "[config]") {
+  CHECK(closest_key("optim.learnig_rate") == "optim.lr");
+  CHECK(closest_key("optim.learning_rate") == "optim.lr");
+  CHECK(closest_key("train.batch_size") == "train.global_batch");
+  CHECK(closest_key("num_epochs") == "train.epochs");
+  CHECK(closest_key("train.epoch") == "train.epochs");      // a plain typo still finds the key
+  CHECK(closest_key("optim.momentun") == "optim.momentum");
+  CHECK(closest_key("lr") == "optim.lr");
+}
