@@ -10,12 +10,10 @@
 
 #include "src/ops/conv2d.hpp"
 #include "src/ops/conv2d_ref.hpp"
-#include "tests/unit/gradcheck.hpp"
+#include "tests/unit/weighted_op_test_util.hpp"
 
 using namespace ht;
-using ht::test::max_rel_err;
-using ht::test::numeric_grad;
-using ht::test::random_vec;
+using namespace ht::test;
 
 namespace {
 
@@ -47,38 +45,13 @@ size_t nx(const Conv2dShape& s) { return size_t(s.n) * s.c * s.h * s.w; }
 size_t nw(const Conv2dShape& s) { return size_t(s.k) * s.c * s.r * s.s; }
 size_t ny(const Conv2dShape& s) { return size_t(s.n) * s.k * s.p() * s.q(); }
 
-std::vector<double> round_to_float(std::vector<double> v) {
-  for (auto& x : v) x = static_cast<float>(x);
-  return v;
-}
-
-Tensor to_tensor(const std::vector<double>& v, std::vector<int64_t> shape) {
-  auto t = Tensor::empty(std::move(shape));
-  auto s = t.span<float>();
-  for (size_t i = 0; i < v.size(); ++i) s[i] = static_cast<float>(v[i]);
-  return t;
-}
-
-std::vector<double> to_vec(const Tensor& t) {
-  auto s = t.span<float>();
-  return {s.begin(), s.end()};
-}
-
 // Inputs of one oneDNN-vs-reference comparison, float-representable so both sides see the same data.
-struct Data {
+struct Data : WeightedOpData {
   Conv2dShape sh;
-  std::vector<double> x, w, b, dy;
-  Data(const Conv2dShape& s, uint32_t seed) : sh(s) {
-    x = round_to_float(random_vec(nx(s), seed));
-    w = round_to_float(random_vec(nw(s), seed + 1, -0.5, 0.5));
-    b = round_to_float(random_vec(size_t(s.k), seed + 2));
-    dy = round_to_float(random_vec(ny(s), seed + 3));
-  }
+  Data(const Conv2dShape& s, uint32_t seed) : WeightedOpData(nx(s), nw(s), size_t(s.k), ny(s), seed), sh(s) {}
 };
 
-struct Result {
-  std::vector<double> y, dx, dw, db;
-};
+using Result = WeightedOpResult;
 
 Result run_ref(const Data& d, bool bias, bool want_dx) {
   Result r;
@@ -104,24 +77,14 @@ Result run_cpu(OpCachePtr& cache, const Data& d, bool bias, bool want_dx) {
   auto db = Tensor::empty({s.k});
   cpu::conv2d_forward(cache, s, x, w, bias ? &b : nullptr, y);
   cpu::conv2d_backward(cache, s, x, w, dy, want_dx ? &dx : nullptr, dw, bias ? &db : nullptr, false);
-  Result r;
-  r.y = to_vec(y);
-  if (want_dx) r.dx = to_vec(dx);
-  r.dw = to_vec(dw);
-  if (bias) r.db = to_vec(db);
-  return r;
+  return collect(y, dx, dw, db, bias, want_dx);
 }
 
 // f32 oneDNN vs double reference: |a-b| / max(1,|b|) below this (sums of at most a few thousand
 // products of O(1) values, accumulated in float).
 constexpr double kTol = 1e-4;
 
-void compare(const Result& got, const Result& want) {
-  CHECK(max_rel_err(got.y, want.y) < kTol);
-  CHECK(max_rel_err(got.dx, want.dx) < kTol);
-  CHECK(max_rel_err(got.dw, want.dw) < kTol);
-  CHECK(max_rel_err(got.db, want.db) < kTol);
-}
+void compare(const Result& got, const Result& want) { ht::test::compare(got, want, kTol); }
 
 }  // namespace
 
