@@ -29,12 +29,8 @@ using Result = WeightedOpResult;
 
 Result run_ref(const Data& d, bool bias, bool want_dx) {
   const auto& s = d.sh;
-  Result r;
-  r.y.resize(size_t(s.n) * s.out);
+  auto r = Result::sized(size_t(s.n) * s.out, size_t(s.n) * s.in, size_t(s.out) * s.in, size_t(s.out), bias, want_dx);
   ref::linear_forward<double>(s, d.x.data(), d.w.data(), bias ? d.b.data() : nullptr, r.y.data());
-  r.dx.resize(want_dx ? size_t(s.n) * s.in : 0);
-  r.dw.resize(size_t(s.out) * s.in);
-  r.db.resize(bias ? s.out : 0);
   ref::linear_backward<double>(s, d.x.data(), d.w.data(), d.dy.data(), want_dx ? r.dx.data() : nullptr, r.dw.data(),
                                bias ? r.db.data() : nullptr);
   return r;

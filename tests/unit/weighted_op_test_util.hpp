@@ -28,6 +28,17 @@ struct WeightedOpData {
 /// without bias).
 struct WeightedOpResult {
   std::vector<double> y, dx, dw, db;
+
+  /// Zero-filled outputs to be written by a reference: y of ny, dx of nx (0 unless want_dx), dw of nw,
+  /// db of nb (0 without bias).
+  static WeightedOpResult sized(size_t ny, size_t nx, size_t nw, size_t nb, bool bias, bool want_dx) {
+    WeightedOpResult r;
+    r.y.resize(ny);
+    r.dx.resize(want_dx ? nx : 0);
+    r.dw.resize(nw);
+    r.db.resize(bias ? nb : 0);
+    return r;
+  }
 };
 
 /// The float32 CPU outputs as a WeightedOpResult; dx only when want_dx, db only when bias.
