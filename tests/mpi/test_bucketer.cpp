@@ -47,13 +47,17 @@ size_t count_wrong(const std::vector<float>& g, int n, int s) {
   return bad;
 }
 
-}  // namespace
-
-TEST_CASE("bucketer: exact average with parameters marked in reverse order", "[bucketer]") {
+// What every case starts from on its rank: the communicator, the 40-parameter model and its flat gradient.
+struct BucketerSetup {
   MpiCommunicator comm;
   const int r = comm.rank(), n = comm.world_size();
-  auto m = make_model();
-  std::vector<float> flat(static_cast<size_t>(m.total));
+  Model m = make_model();
+  std::vector<float> flat = std::vector<float>(static_cast<size_t>(m.total));
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(BucketerSetup, "bucketer: exact average with parameters marked in reverse order", "[bucketer]") {
   GradBucketer bk(comm, flat, m.params, 0.25);
   REQUIRE(bk.num_buckets() > 3);
   CHECK(bk.stats().bytes_per_step == m.total * 4);
@@ -73,11 +77,8 @@ TEST_CASE("bucketer: exact average with parameters marked in reverse order", "[b
   }
 }
 
-TEST_CASE("bucketer: exact average with a different shuffled marking order on every rank", "[bucketer]") {
-  MpiCommunicator comm;
-  const int r = comm.rank(), n = comm.world_size();
-  auto m = make_model();
-  std::vector<float> flat(static_cast<size_t>(m.total));
+TEST_CASE_METHOD(BucketerSetup, "bucketer: exact average with a different shuffled marking order on every rank",
+                 "[bucketer]") {
   GradBucketer bk(comm, flat, m.params, 0.1);
   std::mt19937 rng(100 + static_cast<unsigned>(r));  // each rank its own order
   for (int step = 0; step < 4; ++step) {
@@ -95,11 +96,7 @@ TEST_CASE("bucketer: exact average with a different shuffled marking order on ev
   }
 }
 
-TEST_CASE("bucketer: one bucket for everything and one bucket per parameter", "[bucketer]") {
-  MpiCommunicator comm;
-  const int r = comm.rank(), n = comm.world_size();
-  auto m = make_model();
-  std::vector<float> flat(static_cast<size_t>(m.total));
+TEST_CASE_METHOD(BucketerSetup, "bucketer: one bucket for everything and one bucket per parameter", "[bucketer]") {
   for (double mb : {1000.0, 1e-6}) {
     GradBucketer bk(comm, flat, m.params, mb);
     CHECK(bk.num_buckets() == (mb > 1 ? 1 : static_cast<int>(m.params.size())));
@@ -111,11 +108,7 @@ TEST_CASE("bucketer: one bucket for everything and one bucket per parameter", "[
   }
 }
 
-TEST_CASE("bucketer: different bucket plans on different ranks are an error on every rank", "[bucketer]") {
-  MpiCommunicator comm;
-  const int r = comm.rank();
-  auto m = make_model();
-  std::vector<float> flat(static_cast<size_t>(m.total));
+TEST_CASE_METHOD(BucketerSetup, "bucketer: different bucket plans on different ranks are an error on every rank", "[bucketer]") {
   // Rank 0 uses another bucket size than the others (as a mismatched dist.bucket_mb would).
   try {
     GradBucketer bk(comm, flat, m.params, r == 0 ? 1000.0 : 0.25);  // one bucket vs several

@@ -12,19 +12,9 @@
 #include "tests/unit/tensor_test_util.hpp"
 
 using namespace ht;
-using ht::test::max_rel_err;
-using ht::test::numeric_grad;
-using ht::test::random_vec;
-using ht::test::to_tensor;
-using ht::test::to_vec;
+using namespace ht::test;
 
 namespace {
-
-/// The values a float tensor would hold, in double: the reference then sees exactly the CPU's inputs.
-std::vector<double> rounded(std::vector<double> v) {
-  for (auto& x : v) x = static_cast<float>(x);
-  return v;
-}
 
 /// Everything one training forward + backward of the CPU implementation produces.
 struct CpuBn {
@@ -50,6 +40,55 @@ CpuBn cpu_train_step(OpCachePtr& cache, const BatchNormShape& sh, const std::vec
   return r;
 }
 
+/// The CPU implementation's outputs after two training updates (x1, then x2, from running statistics
+/// rm0, rv0), backward on the second batch, and inference on x1 with the updated statistics.
+struct CpuBnTwoUpdates : CpuBn {
+  Tensor y_infer;
+};
+
+CpuBnTwoUpdates cpu_two_updates(OpCachePtr& cache, const BatchNormShape& sh, const std::vector<double>& x1,
+                                const std::vector<double>& x2, const std::vector<double>& gamma,
+                                const std::vector<double>& beta, const std::vector<double>& dy,
+                                const std::vector<double>& rm0, const std::vector<double>& rv0) {
+  const std::vector<int64_t> xs{sh.n, sh.c, sh.h, sh.w}, cs{sh.c};
+  auto tx1 = to_tensor(x1, xs), tx2 = to_tensor(x2, xs), tg = to_tensor(gamma, cs), tb = to_tensor(beta, cs);
+  auto tdy = to_tensor(dy, xs);
+  CpuBnTwoUpdates r;
+  r.rm = to_tensor(rm0, cs);
+  r.rv = to_tensor(rv0, cs);
+  r.y = Tensor::empty(xs);
+  r.mean = Tensor::empty(cs);
+  r.invstd = Tensor::empty(cs);
+  r.dx = Tensor::empty(xs);
+  r.dgamma = Tensor::empty(cs);
+  r.dbeta = Tensor::empty(cs);
+  r.y_infer = Tensor::empty(xs);
+  cpu::batchnorm2d_forward_train(cache, sh, tx1, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
+  cpu::batchnorm2d_forward_train(cache, sh, tx2, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
+  cpu::batchnorm2d_backward(cache, sh, tx2, tdy, tg, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
+  cpu::batchnorm2d_forward_infer(cache, sh, tx1, tg, tb, r.rm, r.rv, r.y_infer);
+  return r;
+}
+
+/// What cpu_two_updates should give; mean and invstd are not checked when empty (PyTorch does not expose
+/// them).
+struct BnWant {
+  std::vector<double> y, mean, invstd, running_mean, running_var, y_infer, dx, dgamma, dbeta;
+};
+
+/// Float32 tolerances (values O(1)): 1e-6 for the statistics, 1e-5 for outputs, invstd and dx,
+/// param_grad_tol for dgamma and dbeta (sums over every element of a channel).
+void check_two_updates(const CpuBnTwoUpdates& got, const BnWant& want, double param_grad_tol) {
+  check_close({{"y", got.y, want.y, 1e-5},
+               {"running_mean", got.rm, want.running_mean, 1e-6},
+               {"running_var", got.rv, want.running_var, 1e-6},
+               {"y inference", got.y_infer, want.y_infer, 1e-5},
+               {"dx", got.dx, want.dx, 1e-5},
+               {"dgamma", got.dgamma, want.dgamma, param_grad_tol},
+               {"dbeta", got.dbeta, want.dbeta, param_grad_tol}});
+  if (!want.mean.empty()) check_close({{"mean", got.mean, want.mean, 1e-6}, {"invstd", got.invstd, want.invstd, 1e-5}});
+}
+
 }  // namespace
 
 TEST_CASE("batchnorm2d backward matches finite differences (training mode)", "[batchnorm][gradcheck]") {
@@ -59,10 +98,10 @@ TEST_CASE("batchnorm2d backward matches finite differences (training mode)", "[b
   for (const auto& sh : shapes) {
     CAPTURE(sh.n, sh.c, sh.h, sh.w);
     const size_t nx = static_cast<size_t>(sh.n) * sh.c * sh.h * sh.w, nc = static_cast<size_t>(sh.c);
-    const auto x = rounded(random_vec(nx, ++seed, -2, 3));
-    const auto gamma = rounded(random_vec(nc, ++seed, 0.5, 1.5));
-    const auto beta = rounded(random_vec(nc, ++seed, -0.5, 0.5));
-    const auto g = rounded(random_vec(nx, ++seed));  // dy
+    const auto x = round_to_float(random_vec(nx, ++seed, -2, 3));
+    const auto gamma = round_to_float(random_vec(nc, ++seed, 0.5, 1.5));
+    const auto beta = round_to_float(random_vec(nc, ++seed, -0.5, 0.5));
+    const auto g = round_to_float(random_vec(nx, ++seed));  // dy
 
     // f = sum g * y(x, gamma, beta), y from the double reference.
     auto f = [&](const std::vector<double>& xv, const std::vector<double>& gv, const std::vector<double>& bv) {
@@ -104,44 +143,28 @@ TEST_CASE("batchnorm2d oneDNN matches the reference: forward, statistics, infere
     sh.eps = 1e-3f;
     CAPTURE(sh.n, sh.c, sh.h, sh.w);
     const size_t nx = static_cast<size_t>(sh.n) * sh.c * sh.h * sh.w, nc = static_cast<size_t>(sh.c);
-    const std::vector<int64_t> xs{sh.n, sh.c, sh.h, sh.w}, cs{sh.c};
-    const auto x1 = rounded(random_vec(nx, ++seed, -1, 4));
-    const auto x2 = rounded(random_vec(nx, ++seed, -3, 1));
-    const auto gamma = rounded(random_vec(nc, ++seed, 0.5, 2));
-    const auto beta = rounded(random_vec(nc, ++seed, -1, 1));
-    const auto dy = rounded(random_vec(nx, ++seed));
-    const auto rv0 = rounded(random_vec(nc, ++seed, 0.5, 2));
-    const auto rm0 = rounded(random_vec(nc, ++seed, -1, 1));
+    const auto x1 = round_to_float(random_vec(nx, ++seed, -1, 4));
+    const auto x2 = round_to_float(random_vec(nx, ++seed, -3, 1));
+    const auto gamma = round_to_float(random_vec(nc, ++seed, 0.5, 2));
+    const auto beta = round_to_float(random_vec(nc, ++seed, -1, 1));
+    const auto dy = round_to_float(random_vec(nx, ++seed));
+    const auto rv0 = round_to_float(random_vec(nc, ++seed, 0.5, 2));
+    const auto rm0 = round_to_float(random_vec(nc, ++seed, -1, 1));
 
     // Reference: two training updates of the running statistics, then backward on the second batch.
-    std::vector<double> y(nx), rm = rm0, rv = rv0, m(nc), is(nc), dx(nx), dg(nc), db(nc), yi(nx);
-    ref::batchnorm2d_forward_train(sh, x1.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(), m.data(),
-                                   is.data());
-    ref::batchnorm2d_forward_train(sh, x2.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(), m.data(),
-                                   is.data());
-    ref::batchnorm2d_backward(sh, x2.data(), dy.data(), gamma.data(), m.data(), is.data(), dx.data(), dg.data(),
-                              db.data());
-    ref::batchnorm2d_forward_infer(sh, x1.data(), gamma.data(), beta.data(), rm.data(), rv.data(), yi.data());
+    BnWant w;
+    w.y.resize(nx), w.mean.resize(nc), w.invstd.resize(nc), w.dx.resize(nx), w.dgamma.resize(nc), w.dbeta.resize(nc);
+    w.y_infer.resize(nx), w.running_mean = rm0, w.running_var = rv0;
+    for (const auto* x : {&x1, &x2})
+      ref::batchnorm2d_forward_train(sh, x->data(), gamma.data(), beta.data(), w.y.data(), w.running_mean.data(),
+                                     w.running_var.data(), w.mean.data(), w.invstd.data());
+    ref::batchnorm2d_backward(sh, x2.data(), dy.data(), gamma.data(), w.mean.data(), w.invstd.data(), w.dx.data(),
+                              w.dgamma.data(), w.dbeta.data());
+    ref::batchnorm2d_forward_infer(sh, x1.data(), gamma.data(), beta.data(), w.running_mean.data(),
+                                   w.running_var.data(), w.y_infer.data());
 
-    auto tx1 = to_tensor(x1, xs), tx2 = to_tensor(x2, xs), tg = to_tensor(gamma, cs), tb = to_tensor(beta, cs);
-    auto tdy = to_tensor(dy, xs), trm = to_tensor(rm0, cs), trv = to_tensor(rv0, cs);
-    auto ty = Tensor::empty(xs), tm = Tensor::empty(cs), tis = Tensor::empty(cs), tdx = Tensor::empty(xs);
-    auto tdg = Tensor::empty(cs), tdb = Tensor::empty(cs), tyi = Tensor::empty(xs);
-    cpu::batchnorm2d_forward_train(cache, sh, tx1, tg, tb, ty, trm, trv, tm, tis);
-    cpu::batchnorm2d_forward_train(cache, sh, tx2, tg, tb, ty, trm, trv, tm, tis);
-    cpu::batchnorm2d_backward(cache, sh, tx2, tdy, tg, tm, tis, tdx, tdg, tdb, false);
-    cpu::batchnorm2d_forward_infer(cache, sh, tx1, tg, tb, trm, trv, tyi);
-
-    // Float32 tolerances: values are O(1), sums run over up to 280 elements per channel.
-    CHECK(max_rel_err(to_vec(ty), y) < 1e-5);
-    CHECK(max_rel_err(to_vec(tm), m) < 1e-6);
-    CHECK(max_rel_err(to_vec(tis), is) < 1e-5);
-    CHECK(max_rel_err(to_vec(trm), rm) < 1e-6);
-    CHECK(max_rel_err(to_vec(trv), rv) < 1e-6);
-    CHECK(max_rel_err(to_vec(tyi), yi) < 1e-5);
-    CHECK(max_rel_err(to_vec(tdx), dx) < 1e-5);
-    CHECK(max_rel_err(to_vec(tdg), dg) < 1e-4);
-    CHECK(max_rel_err(to_vec(tdb), db) < 1e-4);
+    // Sums run over up to 280 elements per channel.
+    check_two_updates(cpu_two_updates(cache, sh, x1, x2, gamma, beta, dy, rm0, rv0), w, 1e-4);
   }
 }
 
@@ -152,7 +175,7 @@ TEST_CASE("batchnorm2d backward with accumulate adds exactly and still overwrite
   OpCachePtr cache;
   auto r = cpu_train_step(cache, sh, random_vec(nx, 1), random_vec(nc, 2, 0.5, 1.5), random_vec(nc, 3),
                           random_vec(nx, 4));
-  auto xt = to_tensor(rounded(random_vec(nx, 1)), xs), dyt = to_tensor(random_vec(nx, 4), xs);
+  auto xt = to_tensor(round_to_float(random_vec(nx, 1)), xs), dyt = to_tensor(random_vec(nx, 4), xs);
   auto gt = to_tensor(random_vec(nc, 2, 0.5, 1.5), cs);
   const auto prev_g = random_vec(nc, 5), prev_b = random_vec(nc, 6);
   auto dg = to_tensor(prev_g, cs), db = to_tensor(prev_b, cs);
@@ -202,7 +225,6 @@ TEST_CASE("batchnorm2d matches PyTorch BatchNorm2d", "[batchnorm][torch]") {
                                  -2.22156515538, -1.90972903641, -0.380694351059, -0.391099214806, -0.914002515262,
                                  -1.03950440105, -0.708579374263, -0.0768666458446, 0.558529417246};
   const BatchNormShape sh{2, 2, 2, 3};
-  const std::vector<int64_t> xs{2, 2, 2, 3}, cs{2};
   std::vector<double> x1(24), x2(24), dy(24);
   for (int i = 0; i < 24; ++i) {
     x1[i] = 2 * std::sin(0.7 * i + 0.3) + 0.5;
@@ -210,20 +232,7 @@ TEST_CASE("batchnorm2d matches PyTorch BatchNorm2d", "[batchnorm][torch]") {
     dy[i] = std::sin(1.3 * i);
   }
   OpCachePtr cache;
-  auto tx1 = to_tensor(x1, xs), tx2 = to_tensor(x2, xs), tdy = to_tensor(dy, xs);
-  auto g = to_tensor({1.5, -0.5}, cs), b = to_tensor({0.1, 0.2}, cs);
-  auto trm = Tensor::zeros(cs), trv = to_tensor({1, 1}, cs), m = Tensor::empty(cs), is = Tensor::empty(cs);
-  auto y = Tensor::empty(xs), tdx = Tensor::empty(xs), tdg = Tensor::empty(cs), tdb = Tensor::empty(cs);
-  cpu::batchnorm2d_forward_train(cache, sh, tx1, g, b, y, trm, trv, m, is);
-  cpu::batchnorm2d_forward_train(cache, sh, tx2, g, b, y, trm, trv, m, is);
-  cpu::batchnorm2d_backward(cache, sh, tx2, tdy, g, m, is, tdx, tdg, tdb, false);
-  CHECK(max_rel_err(to_vec(y), y2) < 1e-5);
-  CHECK(max_rel_err(to_vec(tdx), dx) < 1e-5);
-  CHECK(max_rel_err(to_vec(tdg), dgamma) < 1e-5);
-  CHECK(max_rel_err(to_vec(tdb), dbeta) < 1e-5);
-  CHECK(max_rel_err(to_vec(trm), rm) < 1e-6);
-  CHECK(max_rel_err(to_vec(trv), rv) < 1e-6);
-  auto yi = Tensor::empty(xs);
-  cpu::batchnorm2d_forward_infer(cache, sh, tx1, g, b, trm, trv, yi);
-  CHECK(max_rel_err(to_vec(yi), yinf) < 1e-5);
+  BnWant w;
+  w.y = y2, w.dx = dx, w.dgamma = dgamma, w.dbeta = dbeta, w.running_mean = rm, w.running_var = rv, w.y_infer = yinf;
+  check_two_updates(cpu_two_updates(cache, sh, x1, x2, {1.5, -0.5}, {0.1, 0.2}, dy, {0, 0}, {1, 1}), w, 1e-5);
 }

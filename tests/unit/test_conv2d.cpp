@@ -10,12 +10,10 @@
 
 #include "src/ops/conv2d.hpp"
 #include "src/ops/conv2d_ref.hpp"
-#include "tests/unit/gradcheck.hpp"
+#include "tests/unit/weighted_op_test_util.hpp"
 
 using namespace ht;
-using ht::test::max_rel_err;
-using ht::test::numeric_grad;
-using ht::test::random_vec;
+using namespace ht::test;
 
 namespace {
 
@@ -47,46 +45,17 @@ size_t nx(const Conv2dShape& s) { return size_t(s.n) * s.c * s.h * s.w; }
 size_t nw(const Conv2dShape& s) { return size_t(s.k) * s.c * s.r * s.s; }
 size_t ny(const Conv2dShape& s) { return size_t(s.n) * s.k * s.p() * s.q(); }
 
-std::vector<double> round_to_float(std::vector<double> v) {
-  for (auto& x : v) x = static_cast<float>(x);
-  return v;
-}
-
-Tensor to_tensor(const std::vector<double>& v, std::vector<int64_t> shape) {
-  auto t = Tensor::empty(std::move(shape));
-  auto s = t.span<float>();
-  for (size_t i = 0; i < v.size(); ++i) s[i] = static_cast<float>(v[i]);
-  return t;
-}
-
-std::vector<double> to_vec(const Tensor& t) {
-  auto s = t.span<float>();
-  return {s.begin(), s.end()};
-}
-
 // Inputs of one oneDNN-vs-reference comparison, float-representable so both sides see the same data.
-struct Data {
+struct Data : WeightedOpData {
   Conv2dShape sh;
-  std::vector<double> x, w, b, dy;
-  Data(const Conv2dShape& s, uint32_t seed) : sh(s) {
-    x = round_to_float(random_vec(nx(s), seed));
-    w = round_to_float(random_vec(nw(s), seed + 1, -0.5, 0.5));
-    b = round_to_float(random_vec(size_t(s.k), seed + 2));
-    dy = round_to_float(random_vec(ny(s), seed + 3));
-  }
+  Data(const Conv2dShape& s, uint32_t seed) : WeightedOpData(nx(s), nw(s), size_t(s.k), ny(s), seed), sh(s) {}
 };
 
-struct Result {
-  std::vector<double> y, dx, dw, db;
-};
+using Result = WeightedOpResult;
 
 Result run_ref(const Data& d, bool bias, bool want_dx) {
-  Result r;
-  r.y.resize(ny(d.sh));
+  auto r = Result::sized(ny(d.sh), nx(d.sh), nw(d.sh), size_t(d.sh.k), bias, want_dx);
   ref::conv2d_forward<double>(d.sh, d.x.data(), d.w.data(), bias ? d.b.data() : nullptr, r.y.data());
-  r.dx.resize(want_dx ? nx(d.sh) : 0);
-  r.dw.resize(nw(d.sh));
-  r.db.resize(bias ? d.sh.k : 0);
   ref::conv2d_backward<double>(d.sh, d.x.data(), d.w.data(), d.dy.data(), want_dx ? r.dx.data() : nullptr,
                                r.dw.data(), bias ? r.db.data() : nullptr);
   return r;
@@ -104,24 +73,14 @@ Result run_cpu(OpCachePtr& cache, const Data& d, bool bias, bool want_dx) {
   auto db = Tensor::empty({s.k});
   cpu::conv2d_forward(cache, s, x, w, bias ? &b : nullptr, y);
   cpu::conv2d_backward(cache, s, x, w, dy, want_dx ? &dx : nullptr, dw, bias ? &db : nullptr, false);
-  Result r;
-  r.y = to_vec(y);
-  if (want_dx) r.dx = to_vec(dx);
-  r.dw = to_vec(dw);
-  if (bias) r.db = to_vec(db);
-  return r;
+  return collect(y, dx, dw, db, bias, want_dx);
 }
 
 // f32 oneDNN vs double reference: |a-b| / max(1,|b|) below this (sums of at most a few thousand
 // products of O(1) values, accumulated in float).
 constexpr double kTol = 1e-4;
 
-void compare(const Result& got, const Result& want) {
-  CHECK(max_rel_err(got.y, want.y) < kTol);
-  CHECK(max_rel_err(got.dx, want.dx) < kTol);
-  CHECK(max_rel_err(got.dw, want.dw) < kTol);
-  CHECK(max_rel_err(got.db, want.db) < kTol);
-}
+void compare(const Result& got, const Result& want) { ht::test::compare(got, want, kTol); }
 
 }  // namespace
 
@@ -248,7 +207,7 @@ TEST_CASE("conv2d oneDNN: mismatched tensors throw RuntimeError", "[conv2d][cpu]
 
 namespace {
 struct BenchShape {
-  const char* name;
+  std::string name;
   Conv2dShape sh;
   bool bias, dx;
 };
@@ -269,25 +228,23 @@ TEST_CASE("conv2d oneDNN benchmark", "[.bench][conv2d_bench]") {
   const int nb = std::getenv("HT_BENCH_BATCH") ? std::atoi(std::getenv("HT_BENCH_BATCH")) : 128;
   const int reps = std::getenv("HT_BENCH_REPS") ? std::atoi(std::getenv("HT_BENCH_REPS")) : 5;
   const int fb = 64;  // fmnist_cnn micro-batch
-  const std::vector<BenchShape> shapes = {
-      {"r18_stem_3_64_32", shape(nb, 3, 32, 32, 64, 3, 3, 1, 1), false, false},
-      {"r18_l1_64_64_32", shape(nb, 64, 32, 32, 64, 3, 3, 1, 1), false, true},
-      {"r18_l2a_64_128_s2", shape(nb, 64, 32, 32, 128, 3, 3, 2, 1), false, true},
-      {"r18_l2_128_128_16", shape(nb, 128, 16, 16, 128, 3, 3, 1, 1), false, true},
-      {"r18_l2sc_1x1_64_128_s2", shape(nb, 64, 32, 32, 128, 1, 1, 2, 0), false, true},
-      {"r18_l3a_128_256_s2", shape(nb, 128, 16, 16, 256, 3, 3, 2, 1), false, true},
-      {"r18_l3_256_256_8", shape(nb, 256, 8, 8, 256, 3, 3, 1, 1), false, true},
-      {"r18_l3sc_1x1_128_256_s2", shape(nb, 128, 16, 16, 256, 1, 1, 2, 0), false, true},
-      {"r18_l4a_256_512_s2", shape(nb, 256, 8, 8, 512, 3, 3, 2, 1), false, true},
-      {"r18_l4_512_512_4", shape(nb, 512, 4, 4, 512, 3, 3, 1, 1), false, true},
-      {"r18_l4sc_1x1_256_512_s2", shape(nb, 256, 8, 8, 512, 1, 1, 2, 0), false, true},
-      {"fmnist_c1_1_32_28", shape(fb, 1, 28, 28, 32, 3, 3, 1, 1), true, false},
-      {"fmnist_c2_32_64_14", shape(fb, 32, 14, 14, 64, 3, 3, 1, 1), true, true},
-  };
+  // ResNet-18 (32x32 input): the stem, layer1's 3x3, then per later stage l (c -> k = 2c channels, size
+  // hw -> hw/2) its strided first 3x3 "a", its 3x3 at the new size and its 1x1 strided shortcut "sc".
+  std::vector<BenchShape> shapes = {{"r18_stem_3_64_32", shape(nb, 3, 32, 32, 64, 3, 3, 1, 1), false, false},
+                                    {"r18_l1_64_64_32", shape(nb, 64, 32, 32, 64, 3, 3, 1, 1), false, true}};
+  for (int l = 2, c = 64, hw = 32; l <= 4; ++l, c *= 2, hw /= 2) {
+    const std::string at = "r18_l" + std::to_string(l), k = std::to_string(2 * c), cs = std::to_string(c);
+    shapes.push_back({at + "a_" + cs + "_" + k + "_s2", shape(nb, c, hw, hw, 2 * c, 3, 3, 2, 1), false, true});
+    shapes.push_back({at + "_" + k + "_" + k + "_" + std::to_string(hw / 2),
+                      shape(nb, 2 * c, hw / 2, hw / 2, 2 * c, 3, 3, 1, 1), false, true});
+    shapes.push_back({at + "sc_1x1_" + cs + "_" + k + "_s2", shape(nb, c, hw, hw, 2 * c, 1, 1, 2, 0), false, true});
+  }
+  shapes.push_back({"fmnist_c1_1_32_28", shape(fb, 1, 28, 28, 32, 3, 3, 1, 1), true, false});
+  shapes.push_back({"fmnist_c2_32_64_14", shape(fb, 32, 14, 14, 64, 3, 3, 1, 1), true, true});
   const char* only = std::getenv("HT_BENCH_ONLY");
   std::printf("op,shape,n,fwd_ms,bwd_ms,fwd_cpu_min_ms,bwd_cpu_min_ms\n");
   for (const auto& b : shapes) {
-    if (only && std::string(b.name).find(only) == std::string::npos) continue;
+    if (only && b.name.find(only) == std::string::npos) continue;
     const auto& s = b.sh;
     auto x = to_tensor(random_vec(nx(s), 1), {s.n, s.c, s.h, s.w});
     auto w = to_tensor(random_vec(nw(s), 2), {s.k, s.c, s.r, s.s});
@@ -313,7 +270,7 @@ TEST_CASE("conv2d oneDNN benchmark", "[.bench][conv2d_bench]") {
       cf.push_back(c1 - c0);
       cb.push_back(c2 - c1);
     }
-    std::printf("conv2d,%s,%d,%.3f,%.3f,%.3f,%.3f\n", b.name, s.n, median_ms(tf), median_ms(tb),
+    std::printf("conv2d,%s,%d,%.3f,%.3f,%.3f,%.3f\n", b.name.c_str(), s.n, median_ms(tf), median_ms(tb),
                 *std::min_element(cf.begin(), cf.end()), *std::min_element(cb.begin(), cb.end()));
     std::fflush(stdout);
   }

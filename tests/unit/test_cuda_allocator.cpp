@@ -3,20 +3,17 @@
 
 #include "cuda/allocator.hpp"
 #include "cuda/cuda_context.hpp"
+#include "tests/unit/text_test_util.hpp"
 
 using namespace ht::cuda;
+using ht::test::check_mentions;
 using ht::format_bytes;
 
 TEST_CASE("oom_message gives layer, bytes, free/total memory and remedies", "[cuda_alloc]") {
   const std::string m = oom_message("layer2.0.conv1", size_t{3} << 30, size_t{512} << 20, size_t{80} << 30,
                                     size_t{70} << 30, 1);
-  CHECK(m.find("out of memory on device 1") != std::string::npos);
-  CHECK(m.find("layer 'layer2.0.conv1'") != std::string::npos);
-  CHECK(m.find("3.00 GiB (3221225472 bytes)") != std::string::npos);
-  CHECK(m.find("512.0 MiB free of 80.00 GiB total") != std::string::npos);
-  CHECK(m.find("70.00 GiB") != std::string::npos);
-  CHECK(m.find("train.accumulation_steps") != std::string::npos);
-  CHECK(m.find("bf16") != std::string::npos);
+  check_mentions(m, {"out of memory on device 1", "layer 'layer2.0.conv1'", "3.00 GiB (3221225472 bytes)",
+                     "512.0 MiB free of 80.00 GiB total", "70.00 GiB", "train.accumulation_steps", "bf16"});
   CHECK(oom_message("", 10, 0, 0, 0, 0).find("(outside any layer)") != std::string::npos);
 }
 

@@ -63,6 +63,14 @@ std::vector<std::string> whats(const std::vector<Problem>& ps) {
   return out;
 }
 
+/// a's only problem (REQUIREs exactly one), after checking its area and text.
+const Problem& only_problem(const Analysis& a, const std::string& area, const std::string& what) {
+  REQUIRE(a.problems.size() == 1);
+  CHECK(a.problems[0].area == area);
+  CHECK(a.problems[0].what == what);
+  return a.problems[0];
+}
+
 }  // namespace
 
 TEST_CASE("doctor analysis: healthy ranks have no problem", "[doctor_analysis]") {
@@ -162,10 +170,8 @@ TEST_CASE("doctor analysis: cuDNN and NCCL against the build", "[doctor_analysis
   auto reps = clean_pair();
   for (auto& r : reps) r.cudnn = {90100, -1};  // missing at run time on every rank: reported once
   Analysis a = analyse(reps, gpu_run());
-  REQUIRE(a.problems.size() == 1);
-  CHECK(a.problems[0].area == "cudnn");
-  CHECK(a.problems[0].what == "rank 0 on a: cuDNN library not found at run time (built with 9.1.0)");
-  CHECK(a.problems[0].fix.find("LD_LIBRARY_PATH") != std::string::npos);
+  const Problem& missing = only_problem(a, "cudnn", "rank 0 on a: cuDNN library not found at run time (built with 9.1.0)");
+  CHECK(missing.fix.find("LD_LIBRARY_PATH") != std::string::npos);
 
   reps = clean_pair();
   for (auto& r : reps) r.cudnn = {90100, 8907};
@@ -193,10 +199,8 @@ TEST_CASE("doctor analysis: library versions differing between ranks", "[doctor_
   reps = clean_pair();
   reps[1].mpi_library = "Open MPI v5.0.3\nmore lines";
   Analysis a = analyse(reps, gpu_run());
-  REQUIRE(a.problems.size() == 1);
-  CHECK(a.problems[0].area == "mpi");
-  CHECK(a.problems[0].what ==
-        "ranks run different MPI libraries: rank 0: Open MPI v4.1.6, package: Debian; rank 1: Open MPI v5.0.3");
+  only_problem(a, "mpi",
+               "ranks run different MPI libraries: rank 0: Open MPI v4.1.6, package: Debian; rank 1: Open MPI v5.0.3");
 
   reps = clean_pair();
   reps[1].hdf5_runtime = "1.10.7";
@@ -215,10 +219,8 @@ TEST_CASE("doctor analysis: different binaries across hosts", "[doctor_analysis]
   reps[0].exe_hash = "1111";
   reps[1].exe_hash = "2222";
   Analysis a = analyse(reps, gpu_run());
-  REQUIRE(a.problems.size() == 1);
-  CHECK(a.problems[0].area == "binary");
-  CHECK(a.problems[0].what ==
-        "ranks run different hpctrain executables: rank 0: binary 1111 on nodeA; rank 1: binary 2222 on nodeB");
+  only_problem(a, "binary",
+               "ranks run different hpctrain executables: rank 0: binary 1111 on nodeA; rank 1: binary 2222 on nodeB");
 }
 
 TEST_CASE("doctor analysis: HDF5 file locking on a network file system", "[doctor_analysis]") {
@@ -228,12 +230,11 @@ TEST_CASE("doctor analysis: HDF5 file locking on a network file system", "[docto
     r.run_dir.network = true;
   }
   Analysis a = analyse(reps, gpu_run());
-  REQUIRE(a.problems.size() == 1);  // once per host
-  CHECK(a.problems[0].area == "hdf5");
-  CHECK(a.problems[0].what ==
-        "run directory runs on host a is on lustre (a network file system) and HDF5 file locking is on "
-        "(HDF5_USE_FILE_LOCKING unset): opening files can fail with 'unable to lock file' or hang");
-  CHECK(a.problems[0].fix.rfind("export HDF5_USE_FILE_LOCKING=FALSE", 0) == 0);
+  const Problem& locking =  // once per host
+      only_problem(a, "hdf5",
+                   "run directory runs on host a is on lustre (a network file system) and HDF5 file locking is on "
+                   "(HDF5_USE_FILE_LOCKING unset): opening files can fail with 'unable to lock file' or hang");
+  CHECK(locking.fix.rfind("export HDF5_USE_FILE_LOCKING=FALSE", 0) == 0);
 
   for (auto& r : reps) r.hdf5_use_file_locking = "TRUE";
   a = analyse(reps, gpu_run());

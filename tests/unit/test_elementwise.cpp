@@ -12,10 +12,7 @@
 #include "tests/unit/tensor_test_util.hpp"
 
 using namespace ht;
-using ht::test::max_rel_err;
-using ht::test::numeric_grad;
-using ht::test::random_vec;
-using ht::test::to_tensor;
+using namespace ht::test;
 
 namespace {
 

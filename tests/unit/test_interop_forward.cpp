@@ -68,22 +68,18 @@ TEST_CASE("interop: forward of an imported checkpoint", "[.interop]") {
   Model m(spec, Device::cpu, 99);  // every tensor is then overwritten from the checkpoint
   auto& ps = m.params();
   int loaded = 0;
-  for (const auto& p : ps.params()) {
-    const Tensor* t = d.find("param/" + p.name);
-    INFO("param/" << p.name);
-    REQUIRE(t);
-    REQUIRE(t->shape() == p.shape);
-    p.value->copy_from(*t);
-    ++loaded;
-  }
-  for (const auto& b : ps.buffers()) {
-    const Tensor* t = d.find("buffer/" + b.name);
-    INFO("buffer/" << b.name);
-    REQUIRE(t);
-    REQUIRE(t->shape() == b.shape);
-    b.value->copy_from(*t);
-    ++loaded;
-  }
+  auto load = [&](const std::string& prefix, const auto& entries) {
+    for (const auto& e : entries) {
+      const Tensor* t = d.find(prefix + e.name);
+      INFO(prefix << e.name);
+      REQUIRE(t);
+      REQUIRE(t->shape() == e.shape);
+      e.value->copy_from(*t);
+      ++loaded;
+    }
+  };
+  load("param/", ps.params());
+  load("buffer/", ps.buffers());
   CHECK(loaded == static_cast<int>(d.tensors.size()));  // nothing in the file left unused
 
   Tensor input = Tensor::empty(xs);

@@ -6,12 +6,10 @@
 
 #include "src/ops/linear.hpp"
 #include "src/ops/linear_ref.hpp"
-#include "tests/unit/gradcheck.hpp"
+#include "tests/unit/weighted_op_test_util.hpp"
 
 using namespace ht;
-using ht::test::max_rel_err;
-using ht::test::numeric_grad;
-using ht::test::random_vec;
+using namespace ht::test;
 
 namespace {
 
@@ -21,46 +19,18 @@ LinearShape lshape(int n, int in, int out) {
   return s;
 }
 
-std::vector<double> round_to_float(std::vector<double> v) {
-  for (auto& x : v) x = static_cast<float>(x);
-  return v;
-}
-
-Tensor to_tensor(const std::vector<double>& v, std::vector<int64_t> shape) {
-  auto t = Tensor::empty(std::move(shape));
-  auto s = t.span<float>();
-  for (size_t i = 0; i < v.size(); ++i) s[i] = static_cast<float>(v[i]);
-  return t;
-}
-
-std::vector<double> to_vec(const Tensor& t) {
-  auto s = t.span<float>();
-  return {s.begin(), s.end()};
-}
-
-struct Data {
+struct Data : WeightedOpData {
   LinearShape sh;
-  std::vector<double> x, w, b, dy;
-  Data(const LinearShape& s, uint32_t seed) : sh(s) {
-    x = round_to_float(random_vec(size_t(s.n) * s.in, seed));
-    w = round_to_float(random_vec(size_t(s.out) * s.in, seed + 1, -0.5, 0.5));
-    b = round_to_float(random_vec(size_t(s.out), seed + 2));
-    dy = round_to_float(random_vec(size_t(s.n) * s.out, seed + 3));
-  }
+  Data(const LinearShape& s, uint32_t seed)
+      : WeightedOpData(size_t(s.n) * s.in, size_t(s.out) * s.in, size_t(s.out), size_t(s.n) * s.out, seed), sh(s) {}
 };
 
-struct Result {
-  std::vector<double> y, dx, dw, db;
-};
+using Result = WeightedOpResult;
 
 Result run_ref(const Data& d, bool bias, bool want_dx) {
   const auto& s = d.sh;
-  Result r;
-  r.y.resize(size_t(s.n) * s.out);
+  auto r = Result::sized(size_t(s.n) * s.out, size_t(s.n) * s.in, size_t(s.out) * s.in, size_t(s.out), bias, want_dx);
   ref::linear_forward<double>(s, d.x.data(), d.w.data(), bias ? d.b.data() : nullptr, r.y.data());
-  r.dx.resize(want_dx ? size_t(s.n) * s.in : 0);
-  r.dw.resize(size_t(s.out) * s.in);
-  r.db.resize(bias ? s.out : 0);
   ref::linear_backward<double>(s, d.x.data(), d.w.data(), d.dy.data(), want_dx ? r.dx.data() : nullptr, r.dw.data(),
                                bias ? r.db.data() : nullptr);
   return r;
@@ -74,23 +44,13 @@ Result run_cpu(OpCachePtr& cache, const Data& d, bool bias, bool want_dx) {
   auto db = Tensor::empty({s.out});
   cpu::linear_forward(cache, s, x, w, bias ? &b : nullptr, y);
   cpu::linear_backward(cache, s, x, w, dy, want_dx ? &dx : nullptr, dw, bias ? &db : nullptr, false);
-  Result r;
-  r.y = to_vec(y);
-  if (want_dx) r.dx = to_vec(dx);
-  r.dw = to_vec(dw);
-  if (bias) r.db = to_vec(db);
-  return r;
+  return collect(y, dx, dw, db, bias, want_dx);
 }
 
 // f32 oneDNN vs double reference: |a-b| / max(1,|b|) below this.
 constexpr double kTol = 1e-4;
 
-void compare(const Result& got, const Result& want) {
-  CHECK(max_rel_err(got.y, want.y) < kTol);
-  CHECK(max_rel_err(got.dx, want.dx) < kTol);
-  CHECK(max_rel_err(got.dw, want.dw) < kTol);
-  CHECK(max_rel_err(got.db, want.db) < kTol);
-}
+void compare(const Result& got, const Result& want) { ht::test::compare(got, want, kTol); }
 
 }  // namespace
 

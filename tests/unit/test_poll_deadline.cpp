@@ -6,8 +6,10 @@
 #include <stdexcept>
 
 #include "mpi/gpu/poll_deadline.hpp"
+#include "tests/unit/text_test_util.hpp"
 
 using namespace ht;
+using ht::test::check_mentions;
 
 TEST_CASE("poll_with_deadline returns true once the predicate holds", "[poll_deadline]") {
   int calls = 0;
@@ -49,11 +51,6 @@ TEST_CASE("nccl_settings_text lists NCCL_* variables sorted", "[poll_deadline]")
 
 TEST_CASE("nccl_timeout_message names rank, operation, limit, settings and the NCCL_DEBUG hint", "[poll_deadline]") {
   const std::string m = nccl_timeout_message(3, "node7", "allreduce_average (2 pending)", 30, "NCCL_IB_DISABLE=1");
-  CHECK(m.find("rank 3") != std::string::npos);
-  CHECK(m.find("node7") != std::string::npos);
-  CHECK(m.find("allreduce_average (2 pending)") != std::string::npos);
-  CHECK(m.find("30 s") != std::string::npos);
-  CHECK(m.find("NCCL_IB_DISABLE=1") != std::string::npos);
-  CHECK(m.find("NCCL_DEBUG=INFO") != std::string::npos);
-  CHECK(m.find("aborted") != std::string::npos);
+  check_mentions(m, {"rank 3", "node7", "allreduce_average (2 pending)", "30 s", "NCCL_IB_DISABLE=1", "NCCL_DEBUG=INFO",
+                     "aborted"});
 }

@@ -12,10 +12,7 @@
 #include "tests/unit/tensor_test_util.hpp"
 
 using namespace ht;
-using ht::test::max_rel_err;
-using ht::test::numeric_grad;
-using ht::test::random_vec;
-using ht::test::to_tensor;
+using namespace ht::test;
 
 namespace {
 
@@ -25,22 +22,12 @@ Tensor labels_tensor(const std::vector<int32_t>& v) {
   return t;
 }
 
-std::vector<double> to_vec(const Tensor& t) {
-  auto s = t.span<float>();
-  return {s.begin(), s.end()};
-}
-
-std::vector<double> rounded(std::vector<double> v) {
-  for (auto& x : v) x = static_cast<float>(x);
-  return v;
-}
-
 }  // namespace
 
 TEST_CASE("softmax xent backward matches finite differences", "[softmax_xent][gradcheck]") {
   const int n = 4, k = 7;
   const std::vector<int32_t> labels{3, 0, 6, 3};
-  const auto z = rounded(random_vec(n * k, 11, -3, 3));
+  const auto z = round_to_float(random_vec(n * k, 11, -3, 3));
   for (double eps : {0.0, 0.1, 0.3}) {
     for (double scale : {1.0, 0.25}) {
       CAPTURE(eps, scale);
@@ -70,7 +57,7 @@ TEST_CASE("softmax xent CPU matches the reference", "[softmax_xent]") {
   for (int rows : {n, 4000}) {
     std::vector<int32_t> labels(rows);
     for (int i = 0; i < rows; ++i) labels[i] = (i * 7 + 3) % k;
-    const auto z = rounded(random_vec(static_cast<size_t>(rows) * k, 21 + rows, -5, 5));
+    const auto z = round_to_float(random_vec(static_cast<size_t>(rows) * k, 21 + rows, -5, 5));
     for (float eps : {0.f, 0.1f}) {
       CAPTURE(rows, eps);
       std::vector<double> p(z.size()), d(z.size());
