@@ -45,8 +45,8 @@ CpuBn cpu_train_step(OpCachePtr& cache, const BatchNormShape& sh, const std::vec
   r.dx = Tensor::empty(xs);
   r.dgamma = Tensor::empty(cs);
   r.dbeta = Tensor::empty(cs);
-  cpu::batchnorm2d_forward_train(cache, sh, xt, gt, bt, r.y, r.rm, r.rv, r.mean, r.invstd);
-  cpu::batchnorm2d_backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
+  cpu::batchnorm2d.forward_train(cache, sh, xt, gt, bt, r.y, r.rm, r.rv, r.mean, r.invstd);
+  cpu::batchnorm2d.backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
   return r;
 }
 
@@ -127,10 +127,10 @@ TEST_CASE("batchnorm2d oneDNN matches the reference: forward, statistics, infere
     auto tdy = to_tensor(dy, xs), trm = to_tensor(rm0, cs), trv = to_tensor(rv0, cs);
     auto ty = Tensor::empty(xs), tm = Tensor::empty(cs), tis = Tensor::empty(cs), tdx = Tensor::empty(xs);
     auto tdg = Tensor::empty(cs), tdb = Tensor::empty(cs), tyi = Tensor::empty(xs);
-    cpu::batchnorm2d_forward_train(cache, sh, tx1, tg, tb, ty, trm, trv, tm, tis);
-    cpu::batchnorm2d_forward_train(cache, sh, tx2, tg, tb, ty, trm, trv, tm, tis);
-    cpu::batchnorm2d_backward(cache, sh, tx2, tdy, tg, tm, tis, tdx, tdg, tdb, false);
-    cpu::batchnorm2d_forward_infer(cache, sh, tx1, tg, tb, trm, trv, tyi);
+    cpu::batchnorm2d.forward_train(cache, sh, tx1, tg, tb, ty, trm, trv, tm, tis);
+    cpu::batchnorm2d.forward_train(cache, sh, tx2, tg, tb, ty, trm, trv, tm, tis);
+    cpu::batchnorm2d.backward(cache, sh, tx2, tdy, tg, tm, tis, tdx, tdg, tdb, false);
+    cpu::batchnorm2d.forward_infer(cache, sh, tx1, tg, tb, trm, trv, tyi);
 
     // Float32 tolerances: values are O(1), sums run over up to 280 elements per channel.
     CHECK(max_rel_err(to_vec(ty), y) < 1e-5);
@@ -157,7 +157,7 @@ TEST_CASE("batchnorm2d backward with accumulate adds exactly and still overwrite
   const auto prev_g = random_vec(nc, 5), prev_b = random_vec(nc, 6);
   auto dg = to_tensor(prev_g, cs), db = to_tensor(prev_b, cs);
   auto dx = to_tensor(random_vec(nx, 7), xs);  // garbage that must be overwritten
-  cpu::batchnorm2d_backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, dx, dg, db, true);
+  cpu::batchnorm2d.backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, dx, dg, db, true);
   const auto g1 = r.dgamma.span<float>(), b1 = r.dbeta.span<float>();
   for (size_t c = 0; c < nc; ++c) {
     CHECK(dg.span<float>()[c] == static_cast<float>(prev_g[c]) + g1[c]);
@@ -214,9 +214,9 @@ TEST_CASE("batchnorm2d matches PyTorch BatchNorm2d", "[batchnorm][torch]") {
   auto g = to_tensor({1.5, -0.5}, cs), b = to_tensor({0.1, 0.2}, cs);
   auto trm = Tensor::zeros(cs), trv = to_tensor({1, 1}, cs), m = Tensor::empty(cs), is = Tensor::empty(cs);
   auto y = Tensor::empty(xs), tdx = Tensor::empty(xs), tdg = Tensor::empty(cs), tdb = Tensor::empty(cs);
-  cpu::batchnorm2d_forward_train(cache, sh, tx1, g, b, y, trm, trv, m, is);
-  cpu::batchnorm2d_forward_train(cache, sh, tx2, g, b, y, trm, trv, m, is);
-  cpu::batchnorm2d_backward(cache, sh, tx2, tdy, g, m, is, tdx, tdg, tdb, false);
+  cpu::batchnorm2d.forward_train(cache, sh, tx1, g, b, y, trm, trv, m, is);
+  cpu::batchnorm2d.forward_train(cache, sh, tx2, g, b, y, trm, trv, m, is);
+  cpu::batchnorm2d.backward(cache, sh, tx2, tdy, g, m, is, tdx, tdg, tdb, false);
   CHECK(max_rel_err(to_vec(y), y2) < 1e-5);
   CHECK(max_rel_err(to_vec(tdx), dx) < 1e-5);
   CHECK(max_rel_err(to_vec(tdg), dgamma) < 1e-5);
@@ -224,6 +224,6 @@ TEST_CASE("batchnorm2d matches PyTorch BatchNorm2d", "[batchnorm][torch]") {
   CHECK(max_rel_err(to_vec(trm), rm) < 1e-6);
   CHECK(max_rel_err(to_vec(trv), rv) < 1e-6);
   auto yi = Tensor::empty(xs);
-  cpu::batchnorm2d_forward_infer(cache, sh, tx1, g, b, trm, trv, yi);
+  cpu::batchnorm2d.forward_infer(cache, sh, tx1, g, b, trm, trv, yi);
   CHECK(max_rel_err(to_vec(yi), yinf) < 1e-5);
 }
