@@ -9,7 +9,7 @@
 // eps must be > 0 as on the CPU (cuDNN 9 only asks eps >= CUDNN_BN_MIN_EPSILON, which is 0.0 since
 // cuDNN 8; cuDNN 7 had 1e-5), and the same eps is passed to forward and backward.
 #include "cuda/common.cuh"
-#include "cuda/batchnorm2d.hpp"
+#include "src/base/op_halves.hpp"
 #include "src/base/op_math.hpp"
 
 namespace ht::cuda {
@@ -39,8 +39,6 @@ void check_cudnn_eps(const char* op, const BatchNormShape& sh) {
   op_check(static_cast<double>(sh.eps) >= CUDNN_BN_MIN_EPSILON, op,
            "eps " + std::to_string(sh.eps) + " is below cuDNN's minimum " + std::to_string(CUDNN_BN_MIN_EPSILON));
 }
-
-}  // namespace
 
 void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
@@ -78,5 +76,11 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
       bc.x.get(), x.raw(), bc.x.get(), dy.raw(), bc.x.get(), dx.raw(), bc.param.get(), gamma.raw(), dgamma.raw(),
       dbeta.raw(), static_cast<double>(sh.eps), save_mean.raw(), save_invstd.raw()));
 }
+
+}  // namespace
+
+const BatchNormHalf batchnorm2d = {.forward_train = batchnorm2d_forward_train,
+                                   .forward_infer = batchnorm2d_forward_infer,
+                                   .backward = batchnorm2d_backward};
 
 }  // namespace ht::cuda

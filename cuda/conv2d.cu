@@ -20,7 +20,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/conv_algo.hpp"
-#include "cuda/conv2d.hpp"
+#include "src/base/op_halves.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -279,6 +279,8 @@ std::string conv2d_algo_text(const Conv2dShape& sh) {
   return os.str();
 }
 
+namespace {
+
 void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y) {
   const Options opt = options();
@@ -322,5 +324,9 @@ void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, 
                                                 a.bwd_data.workspace, Scalars::zero(), cc.x.get(), dx->raw()));
   }
 }
+
+}  // namespace
+
+const Conv2dHalf conv2d = {.forward = conv2d_forward, .backward = conv2d_backward};
 
 }  // namespace ht::cuda

@@ -3,7 +3,7 @@
 // block into a device counter that is copied back (it synchronises the compute stream: the trainer
 // needs the count on the host to decide whether to skip the step).
 #include "cuda/common.cuh"
-#include "cuda/elementwise.hpp"
+#include "src/base/op_halves.hpp"
 #include "src/base/op_math.hpp"
 
 namespace ht::cuda {
@@ -42,8 +42,6 @@ __global__ void nonfinite_kernel(const float* x, int64_t n, unsigned long long* 
   }
   if (threadIdx.x == 0 && sm[0] > 0) atomicAdd(count, sm[0]);
 }
-
-}  // namespace
 
 void relu_forward(const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
@@ -98,5 +96,14 @@ int64_t count_nonfinite(const Tensor& x) {
   HT_CUDA_CHECK(cudaStreamSynchronize(cx.compute));
   return static_cast<int64_t>(host);
 }
+
+}  // namespace
+
+const ElementwiseHalf elementwise = {.relu_forward = relu_forward,
+                                     .relu_backward = relu_backward,
+                                     .add_forward = add_forward,
+                                     .add_inplace = add_inplace,
+                                     .scale_inplace = scale_inplace,
+                                     .count_nonfinite = count_nonfinite};
 
 }  // namespace ht::cuda

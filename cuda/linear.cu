@@ -4,7 +4,7 @@
 // FP32 GEMMs are strict (CUBLAS_DEFAULT_MATH) unless Options::allow_tf32 (CUBLAS_TF32_TENSOR_OP_MATH).
 #include "cuda/common.cuh"
 #include "cuda/gemm_params.hpp"
-#include "cuda/linear.hpp"
+#include "src/base/op_halves.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -37,8 +37,6 @@ void set_math(cublasHandle_t h) {
   HT_CUBLAS_CHECK(cublasSetMathMode(h, options().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
-}  // namespace
-
 void linear_forward(OpCachePtr&, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
   Context& cx = ctx();
   set_math(cx.cublas);
@@ -67,5 +65,9 @@ void linear_backward(OpCachePtr&, const LinearShape& sh, const Tensor& x, const 
     HT_KERNEL_CHECK();
   }
 }
+
+}  // namespace
+
+const LinearHalf linear = {.forward = linear_forward, .backward = linear_backward};
 
 }  // namespace ht::cuda

@@ -4,7 +4,7 @@
 // Global average pool through own kernels: one thread per (n, c) plane for the forward (a plane is
 // H*W <= a few hundred elements in the models here), one per element for the backward.
 #include "cuda/common.cuh"
-#include "cuda/pool.hpp"
+#include "src/base/op_halves.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -52,8 +52,6 @@ __global__ void gap_backward_kernel(const float* __restrict__ dy, float* __restr
     dx[i] = dy[i / hw] * inv;
 }
 
-}  // namespace
-
 void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
   PoolCache& pc = prepare(cache, sh);
   HT_CUDNN_CHECK(cudnnPoolingForward(ctx().cudnn, pc.pool, Scalars::one(), pc.x.get(), x.raw(), Scalars::zero(),
@@ -84,5 +82,12 @@ void global_avgpool_backward(OpCachePtr&, const Tensor& dy, Tensor& dx) {
                                                                          static_cast<float*>(dx.raw()), total, hw);
   HT_KERNEL_CHECK();
 }
+
+}  // namespace
+
+const PoolHalf pool = {.maxpool2d_forward = maxpool2d_forward,
+                       .maxpool2d_backward = maxpool2d_backward,
+                       .global_avgpool_forward = global_avgpool_forward,
+                       .global_avgpool_backward = global_avgpool_backward};
 
 }  // namespace ht::cuda

@@ -1,7 +1,7 @@
 // SGD update kernel: the same sgd_update_elem the CPU loop runs (src/base/op_math.hpp).
 #include "cuda/check.hpp"
 #include "cuda/cuda_context.hpp"
-#include "cuda/sgd_update.hpp"
+#include "src/base/op_halves.hpp"
 #include "src/base/op_math.hpp"
 
 #include <algorithm>
@@ -15,7 +15,6 @@ __global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, floa
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     sgd_update_elem(p[i], g[i], buf[i], lr, momentum, wd, nesterov);
 }
-}  // namespace
 
 void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov) {
   if (n == 0) return;
@@ -24,5 +23,9 @@ void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float
   sgd_kernel<<<static_cast<unsigned>(blocks), threads, 0, ctx().compute>>>(p, g, buf, n, lr, momentum, wd, nesterov);
   HT_CUDA_CHECK(cudaGetLastError());
 }
+
+}  // namespace
+
+const SgdHalf sgd = {.update = sgd_update};
 
 }  // namespace ht::cuda

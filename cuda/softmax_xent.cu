@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cuda/common.cuh"
-#include "cuda/softmax_xent.hpp"
+#include "src/base/op_halves.hpp"
 #include "src/base/op_math.hpp"
 
 namespace ht::cuda {
@@ -75,8 +75,6 @@ __global__ void xent_bwd_kernel(const float* p, const int32_t* __restrict__ lab,
   }
 }
 
-}  // namespace
-
 double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
                             int64_t* correct) {
   const char* op = "softmax_xent_forward";
@@ -131,5 +129,9 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float labe
       static_cast<float*>(dlogits.raw()), total, k, label_smoothing, s_over_n);
   HT_KERNEL_CHECK();
 }
+
+}  // namespace
+
+const SoftmaxXentHalf softmax_xent = {.forward = softmax_xent_forward, .backward = softmax_xent_backward};
 
 }  // namespace ht::cuda

@@ -1,9 +1,5 @@
 #include "src/ops/batchnorm2d.hpp"
 
-#if defined(HT_HAVE_CUDA)
-#include "cuda/batchnorm2d.hpp"
-#endif
-
 namespace ht {
 
 namespace {
@@ -38,8 +34,8 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
   channel(a, sh, running_var, "running_var");
   channel(a, sh, save_mean, "save_mean");
   channel(a, sh, save_invstd, "save_invstd");
-  HT_DISPATCH(a.device(), batchnorm2d_forward_train, cache, sh, x, gamma, beta, y, running_mean, running_var,
-              save_mean, save_invstd);
+  HT_DISPATCH(a.device(), "batchnorm2d_forward_train", batchnorm2d.forward_train, cache, sh, x, gamma, beta, y,
+              running_mean, running_var, save_mean, save_invstd);
 }
 
 void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
@@ -50,7 +46,8 @@ void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, cons
   channel(a, sh, beta, "beta");
   channel(a, sh, running_mean, "running_mean");
   channel(a, sh, running_var, "running_var");
-  HT_DISPATCH(a.device(), batchnorm2d_forward_infer, cache, sh, x, gamma, beta, running_mean, running_var, y);
+  HT_DISPATCH(a.device(), "batchnorm2d_forward_infer", batchnorm2d.forward_infer, cache, sh, x, gamma, beta,
+              running_mean, running_var, y);
 }
 
 void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
@@ -63,8 +60,8 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
   channel(a, sh, save_invstd, "save_invstd");
   channel(a, sh, dgamma, "dgamma");
   channel(a, sh, dbeta, "dbeta");
-  HT_DISPATCH(a.device(), batchnorm2d_backward, cache, sh, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-              accumulate);
+  HT_DISPATCH(a.device(), "batchnorm2d_backward", batchnorm2d.backward, cache, sh, x, dy, gamma, save_mean, save_invstd,
+              dx, dgamma, dbeta, accumulate);
 }
 
 }  // namespace ht

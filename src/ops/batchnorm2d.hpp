@@ -26,17 +26,4 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
                           const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                           Tensor& dgamma, Tensor& dbeta, bool accumulate);
 
-// The CPU half (src/ops/batchnorm2d_cpu.cpp); the GPU half is cuda/batchnorm2d.hpp. Both trust their
-// arguments: the functions above validate them.
-namespace cpu {
-void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
-                               const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
-                               Tensor& save_mean, Tensor& save_invstd);
-void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
-                               const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y);
-void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
-                          const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                          Tensor& dgamma, Tensor& dbeta, bool accumulate);
-}  // namespace cpu
-
 }  // namespace ht

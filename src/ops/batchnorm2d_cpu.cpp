@@ -46,8 +46,6 @@ dnnl::batch_normalization_forward::primitive_desc make_fwd_pd(const BatchNormCac
   return dnnl::batch_normalization_forward::primitive_desc(d, du::scratchpad_attr(), du::engine());
 }
 
-}  // namespace
-
 void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
                                Tensor& save_mean, Tensor& save_invstd) {
@@ -151,5 +149,11 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
     du::add_into(dbeta.data<float>(), c.dbeta.data(), nc);
   }
 }
+
+}  // namespace
+
+const BatchNormHalf batchnorm2d = {.forward_train = batchnorm2d_forward_train,
+                                   .forward_infer = batchnorm2d_forward_infer,
+                                   .backward = batchnorm2d_backward};
 
 }  // namespace ht::cpu

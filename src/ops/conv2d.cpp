@@ -1,9 +1,5 @@
 #include "src/ops/conv2d.hpp"
 
-#if defined(HT_HAVE_CUDA)
-#include "cuda/conv2d.hpp"
-#endif
-
 namespace ht {
 
 namespace {
@@ -24,7 +20,7 @@ void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, c
   const OpArgs a = conv2d_args("conv2d_forward", sh, x, w);
   if (b) a.f32(*b, "b", {sh.k});
   a.f32(y, "y", {sh.n, sh.k, sh.p(), sh.q()});
-  HT_DISPATCH(a.device(), conv2d_forward, cache, sh, x, w, b, y);
+  HT_DISPATCH(a.device(), "conv2d_forward", conv2d.forward, cache, sh, x, w, b, y);
 }
 
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
@@ -33,7 +29,7 @@ void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, 
   a.f32(dy, "dy", {sh.n, sh.k, sh.p(), sh.q()}).f32(dw, "dw", {sh.k, sh.c, sh.r, sh.s});
   if (dx) a.f32(*dx, "dx", {sh.n, sh.c, sh.h, sh.w});
   if (db) a.f32(*db, "db", {sh.k});
-  HT_DISPATCH(a.device(), conv2d_backward, cache, sh, x, w, dy, dx, dw, db, accumulate);
+  HT_DISPATCH(a.device(), "conv2d_backward", conv2d.backward, cache, sh, x, w, dy, dx, dw, db, accumulate);
 }
 
 }  // namespace ht

@@ -17,12 +17,4 @@ void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, c
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 
-// The CPU half (src/ops/conv2d_cpu.cpp); the GPU half is cuda/conv2d.hpp. Both trust their
-// arguments: the functions above validate them.
-namespace cpu {
-void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
-void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
-}  // namespace cpu
-
 }  // namespace ht

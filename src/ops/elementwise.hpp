@@ -21,15 +21,4 @@ void scale_inplace(Tensor& y, float s);
 /// Number of NaN or Inf elements of a float32 tensor.
 int64_t count_nonfinite(const Tensor& x);
 
-// The CPU half (src/ops/elementwise_cpu.cpp); the GPU half is cuda/elementwise.hpp. Both trust their
-// arguments: the functions above validate them.
-namespace cpu {
-void relu_forward(const Tensor& x, Tensor& y);
-void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
-void add_forward(const Tensor& a, const Tensor& b, Tensor& y);
-void add_inplace(Tensor& y, const Tensor& x);
-void scale_inplace(Tensor& y, float s);
-int64_t count_nonfinite(const Tensor& x);
-}  // namespace cpu
-
 }  // namespace ht

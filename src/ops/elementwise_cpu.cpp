@@ -11,8 +11,6 @@ namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 
-}  // namespace
-
 void relu_forward(const Tensor& x, Tensor& y) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -62,5 +60,14 @@ int64_t count_nonfinite(const Tensor& x) {
   for (int64_t i = 0; i < n; ++i) count += is_nonfinite(xp[i]) ? 1 : 0;
   return count;
 }
+
+}  // namespace
+
+const ElementwiseHalf elementwise = {.relu_forward = relu_forward,
+                                     .relu_backward = relu_backward,
+                                     .add_forward = add_forward,
+                                     .add_inplace = add_inplace,
+                                     .scale_inplace = scale_inplace,
+                                     .count_nonfinite = count_nonfinite};
 
 }  // namespace ht::cpu

@@ -1,9 +1,5 @@
 #include "src/ops/linear.hpp"
 
-#if defined(HT_HAVE_CUDA)
-#include "cuda/linear.hpp"
-#endif
-
 namespace ht {
 
 namespace {
@@ -21,7 +17,7 @@ void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, c
   const OpArgs a = linear_args("linear_forward", sh, x, w);
   if (b) a.f32(*b, "b", {sh.out});
   a.f32(y, "y", {sh.n, sh.out});
-  HT_DISPATCH(a.device(), linear_forward, cache, sh, x, w, b, y);
+  HT_DISPATCH(a.device(), "linear_forward", linear.forward, cache, sh, x, w, b, y);
 }
 
 void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
@@ -30,7 +26,7 @@ void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, 
   a.f32(dy, "dy", {sh.n, sh.out}).f32(dw, "dw", {sh.out, sh.in});
   if (dx) a.f32(*dx, "dx", {sh.n, sh.in});
   if (db) a.f32(*db, "db", {sh.out});
-  HT_DISPATCH(a.device(), linear_backward, cache, sh, x, w, dy, dx, dw, db, accumulate);
+  HT_DISPATCH(a.device(), "linear_backward", linear.backward, cache, sh, x, w, dy, dx, dw, db, accumulate);
 }
 
 }  // namespace ht

@@ -13,12 +13,4 @@ void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, c
 void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 
-// The CPU half (src/ops/linear_cpu.cpp); the GPU half is cuda/linear.hpp. Both trust their
-// arguments: the functions above validate them.
-namespace cpu {
-void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
-void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
-}  // namespace cpu
-
 }  // namespace ht

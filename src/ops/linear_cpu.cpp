@@ -66,8 +66,6 @@ struct LinearTraits {
 
 using LinearCpuCache = du::WeightedOpCache<LinearTraits>;
 
-}  // namespace
-
 void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y) {
   cache_as<LinearCpuCache>(cache).forward(sh, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
@@ -78,5 +76,9 @@ void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, 
   cache_as<LinearCpuCache>(cache).backward(sh, x.raw(), w.raw(), dy.raw(), dx ? dx->raw() : nullptr, dw.raw(),
                                            db ? db->raw() : nullptr, accumulate);
 }
+
+}  // namespace
+
+const LinearHalf linear = {.forward = linear_forward, .backward = linear_backward};
 
 }  // namespace ht::cpu

@@ -1,17 +1,20 @@
 #pragma once
 // The op interface. Every op is a pair of free functions <op>_forward / <op>_backward declared once
 // in src/ops/<op>.hpp and defined in src/ops/<op>.cpp, which validates the arguments once for both
-// devices (OpArgs below) and dispatches on the input's device to the CPU half ht::cpu::<op>_*
-// (src/ops/<op>_cpu.cpp, oneDNN or own code) or the GPU half ht::cuda::<op>_* (declared in
-// cuda/<op>.hpp, defined in cuda/<op>.cu). The halves trust their arguments and check only what
-// their library adds. A device without an implementation is an error, never a silent fallback.
+// devices (OpArgs below) and dispatches on the input's device (HT_DISPATCH below) to the CPU half
+// ht::cpu::<family> (src/ops/<op>_cpu.cpp, oneDNN or own code) or the GPU half ht::cuda::<family>
+// (cuda/<op>.cu): tables of the same type, declared once in src/base/op_halves.hpp. The halves trust
+// their arguments and check only what their library adds. A device without an implementation is an
+// error, never a silent fallback.
 //
 // Each call takes an OpCache slot (src/base/op_cache.hpp) owned by the calling layer.
 #include <string>
 #include <vector>
 
+#include "src/base/error.hpp"
 #include "src/base/op_cache.hpp"
 #include "src/base/op_check.hpp"
+#include "src/base/op_halves.hpp"
 #include "src/base/op_shapes.hpp"
 #include "src/base/tensor.hpp"
 
@@ -43,18 +46,24 @@ class OpArgs {
 
 }  // namespace ht
 
-/// HT_DISPATCH(dev, conv2d_forward, args...) calls ht::cpu::conv2d_forward or ht::cuda::conv2d_forward
-/// (the dispatcher's .cpp includes cuda/<op>.hpp), and throws when this build has no CUDA backend.
+namespace ht {
+/// Throws "<op>: this hpctrain was built without CUDA": the GPU branch of HT_DISPATCH in a build
+/// without CUDA. R is the half's result type, so that the branch has the type of the CPU one.
+template <class R>
+[[noreturn]] R no_cuda_half(const char* op) {
+  throw RuntimeError(std::string(op) + ": this hpctrain was built without CUDA");
+}
+}  // namespace ht
+
+/// HT_DISPATCH(dev, "conv2d_forward", conv2d.forward, args...) is the call of the half for `dev`:
+/// ht::cpu::conv2d.forward(args...) or ht::cuda::conv2d.forward(args...) (tables declared in
+/// src/base/op_halves.hpp), an expression of the half's result type; in a build without CUDA the GPU
+/// branch throws "conv2d_forward: this hpctrain was built without CUDA".
 #if defined(HT_HAVE_CUDA)
-#define HT_DISPATCH(dev, fn, ...)                                              \
-  do {                                                                         \
-    if ((dev) == ::ht::Device::cpu) { ::ht::cpu::fn(__VA_ARGS__); }            \
-    else { ::ht::cuda::fn(__VA_ARGS__); }                                      \
-  } while (0)
+#define HT_DISPATCH(dev, op_name, half, ...) \
+  ((dev) == ::ht::Device::cpu ? ::ht::cpu::half(__VA_ARGS__) : ::ht::cuda::half(__VA_ARGS__))
 #else
-#define HT_DISPATCH(dev, fn, ...)                                              \
-  do {                                                                         \
-    if ((dev) == ::ht::Device::cpu) { ::ht::cpu::fn(__VA_ARGS__); }            \
-    else { throw ::ht::RuntimeError(#fn ": this hpctrain was built without CUDA"); } \
-  } while (0)
+#define HT_DISPATCH(dev, op_name, half, ...)                   \
+  ((dev) == ::ht::Device::cpu ? ::ht::cpu::half(__VA_ARGS__) \
+                              : ::ht::no_cuda_half<decltype(::ht::cpu::half(__VA_ARGS__))>(op_name))
 #endif

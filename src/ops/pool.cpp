@@ -1,9 +1,5 @@
 #include "src/ops/pool.hpp"
 
-#if defined(HT_HAVE_CUDA)
-#include "cuda/pool.hpp"
-#endif
-
 namespace ht {
 
 namespace {
@@ -34,7 +30,7 @@ OpArgs avgpool_args(const char* op, const Tensor& nchw, const char* n4, const Te
 void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
   const OpArgs a = maxpool_args("maxpool2d_forward", sh, x);
   a.f32(y, "y", {sh.n, sh.c, sh.p(), sh.q()});
-  HT_DISPATCH(a.device(), maxpool2d_forward, cache, sh, x, y);
+  HT_DISPATCH(a.device(), "maxpool2d_forward", pool.maxpool2d_forward, cache, sh, x, y);
 }
 
 void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -42,17 +38,17 @@ void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x,
   const OpArgs a = maxpool_args("maxpool2d_backward", sh, x);
   a.f32(y, "y", {sh.n, sh.c, sh.p(), sh.q()}).f32(dy, "dy", {sh.n, sh.c, sh.p(), sh.q()});
   a.f32(dx, "dx", {sh.n, sh.c, sh.h, sh.w});
-  HT_DISPATCH(a.device(), maxpool2d_backward, cache, sh, x, y, dy, dx);
+  HT_DISPATCH(a.device(), "maxpool2d_backward", pool.maxpool2d_backward, cache, sh, x, y, dy, dx);
 }
 
 void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y) {
   const OpArgs a = avgpool_args("global_avgpool_forward", x, "x", y, "y");
-  HT_DISPATCH(a.device(), global_avgpool_forward, cache, x, y);
+  HT_DISPATCH(a.device(), "global_avgpool_forward", pool.global_avgpool_forward, cache, x, y);
 }
 
 void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
   const OpArgs a = avgpool_args("global_avgpool_backward", dx, "dx", dy, "dy");
-  HT_DISPATCH(a.device(), global_avgpool_backward, cache, dy, dx);
+  HT_DISPATCH(a.device(), "global_avgpool_backward", pool.global_avgpool_backward, cache, dy, dx);
 }
 
 }  // namespace ht

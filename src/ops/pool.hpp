@@ -19,14 +19,4 @@ void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y);
 /// dy [N,C] -> dx [N,C,H,W] (dx's shape gives H,W).
 void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx);
 
-// The CPU half (src/ops/pool_cpu.cpp); the GPU half is cuda/pool.hpp. Both trust their
-// arguments: the functions above validate them.
-namespace cpu {
-void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y);
-void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
-                        Tensor& dx);
-void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y);
-void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx);
-}  // namespace cpu
-
 }  // namespace ht

@@ -64,8 +64,6 @@ void run_forward(MaxPoolCache& c, const Tensor& x, Tensor& y) {
   c.ws_src = x.raw();
 }
 
-}  // namespace
-
 void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
   auto& c = maxpool_cache(cache, sh);
   run_forward(c, x, y);
@@ -116,5 +114,12 @@ void global_avgpool_backward(OpCachePtr& /*cache*/, const Tensor& dy, Tensor& dx
     for (int64_t j = 0; j < hw; ++j) plane[j] = g;
   }
 }
+
+}  // namespace
+
+const PoolHalf pool = {.maxpool2d_forward = maxpool2d_forward,
+                       .maxpool2d_backward = maxpool2d_backward,
+                       .global_avgpool_forward = global_avgpool_forward,
+                       .global_avgpool_backward = global_avgpool_backward};
 
 }  // namespace ht::cpu

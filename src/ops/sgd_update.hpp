@@ -15,8 +15,4 @@ namespace ht {
 void sgd_update(Device device, float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
                 bool nesterov);
 
-namespace cpu {
-void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov);
-}  // namespace cpu
-
 }  // namespace ht

@@ -3,9 +3,15 @@
 
 namespace ht::cpu {
 
+namespace {
+
 void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) sgd_update_elem(p[i], g[i], buf[i], lr, momentum, wd, nesterov);
 }
+
+}  // namespace
+
+const SgdHalf sgd = {.update = sgd_update};
 
 }  // namespace ht::cpu

@@ -1,9 +1,5 @@
 #include "src/ops/softmax_xent.hpp"
 
-#if defined(HT_HAVE_CUDA)
-#include "cuda/softmax_xent.hpp"
-#endif
-
 namespace ht {
 
 namespace {
@@ -24,18 +20,15 @@ OpArgs xent_args(const char* op, const Tensor& z, const Tensor& labels, float ep
 double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
                             int64_t* correct) {
   const OpArgs a = xent_args("softmax_xent_forward", logits, labels, label_smoothing, probs);
-  if (a.device() == Device::cpu) return cpu::softmax_xent_forward(logits, labels, label_smoothing, probs, correct);
-#if defined(HT_HAVE_CUDA)
-  return cuda::softmax_xent_forward(logits, labels, label_smoothing, probs, correct);
-#else
-  throw RuntimeError("softmax_xent_forward: this hpctrain was built without CUDA");
-#endif
+  return HT_DISPATCH(a.device(), "softmax_xent_forward", softmax_xent.forward, logits, labels, label_smoothing,
+                     probs, correct);
 }
 
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
                            Tensor& dlogits) {
   const OpArgs a = xent_args("softmax_xent_backward", probs, labels, label_smoothing, dlogits);
-  HT_DISPATCH(a.device(), softmax_xent_backward, probs, labels, label_smoothing, scale, dlogits);
+  HT_DISPATCH(a.device(), "softmax_xent_backward", softmax_xent.backward, probs, labels, label_smoothing, scale,
+              dlogits);
 }
 
 }  // namespace ht

@@ -18,13 +18,4 @@ double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float la
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
                            Tensor& dlogits);
 
-// The CPU half (src/ops/softmax_xent_cpu.cpp); the GPU half is cuda/softmax_xent.hpp. Both trust their
-// arguments: the functions above validate them.
-namespace cpu {
-double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
-                            int64_t* correct);
-void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
-                           Tensor& dlogits);
-}  // namespace cpu
-
 }  // namespace ht

@@ -19,8 +19,6 @@ void check_labels(const char* op, const int32_t* lab, int64_t n, int k) {
                          " is outside [0, " + std::to_string(k) + ")");
 }
 
-}  // namespace
-
 double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
                             int64_t* correct) {
   const int64_t n = logits.dim(0);
@@ -72,5 +70,9 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float labe
     for (int j = 0; j < k; ++j) d[i * k + j] = xent_grad(p[i * k + j], xent_target(j, label, label_smoothing, k), s_over_n);
   }
 }
+
+}  // namespace
+
+const SoftmaxXentHalf softmax_xent = {.forward = softmax_xent_forward, .backward = softmax_xent_backward};
 
 }  // namespace ht::cpu

@@ -6,7 +6,7 @@ from common import *
 
 BASE = ["--data.synthetic", "true", "--data.synthetic_samples", "1024", "--data.synthetic_height", "28",
         "--data.synthetic_width", "28", "--data.synthetic_channels", "1", "--model.name", "fmnist_cnn",
-        "--train.global_batch", "32", "--train.epochs", "0", "--train.max_steps", "400", "--train.device", "cpu",
+        "--train.global_batch", "32", "--train.epochs", "0", "--train.max_steps", "5000", "--train.device", "cpu",
         "--train.eval", "false", "--train.log_every_steps", "1000", "--checkpoint.every_steps", "5"]
 
 d = fresh_dir("owned")
@@ -30,7 +30,7 @@ os.killpg(first.pid, signal.SIGKILL)  # mpirun and the ranks at once: nothing ru
 first.wait()
 time.sleep(1.5)  # let the killed ranks disappear
 t0 = time.time()
-# Resume, then stop soon through a self-signal (exit 75) rather than train all 400 steps again.
+# Resume, then stop soon through a self-signal (exit 75) rather than train all 5000 steps again.
 resume_at = max(int(f.split("-")[1].split(".")[0]) for f in os.listdir(os.path.join(d, "checkpoints"))
                 if f.startswith("step-") and f.endswith(".h5"))
 rc, out = run(BASE + ["--run.dir", d], np_ranks=2, timeout=150, env=faults(signal_at_step=resume_at + 2))

@@ -24,7 +24,7 @@
 #include <limits>
 
 #include "cuda/allocator.hpp"
-#include "cuda/conv2d.hpp"
+#include "src/base/op_halves.hpp"
 #include "cuda/conv_algo.hpp"
 #include "cuda/cuda_context.hpp"
 #include "src/ops/batchnorm2d.hpp"
@@ -69,7 +69,7 @@ void conv_case(OpCachePtr& gc, const Conv2dShape& sh, bool bias, bool accumulate
 
   OpCachePtr cc;
   Tensor y_ref = Tensor::empty({sh.n, sh.k, sh.p(), sh.q()});
-  cpu::conv2d_forward(cc, sh, x, w, bias ? &b : nullptr, y_ref);
+  cpu::conv2d.forward(cc, sh, x, w, bias ? &b : nullptr, y_ref);
   Tensor xg = gpu(x), wg = gpu(w), bg = gpu(b), dyg = gpu(dy);
   Tensor yg = poisoned({sh.n, sh.k, sh.p(), sh.q()});
   conv2d_forward(gc, sh, xg, wg, bias ? &bg : nullptr, yg);  // the dispatcher, as the layers call it
@@ -78,7 +78,7 @@ void conv_case(OpCachePtr& gc, const Conv2dShape& sh, bool bias, bool accumulate
   Tensor dx_ref = Tensor::empty(x.shape()), dw_ref = Tensor::empty(w.shape()), db_ref = Tensor::empty({sh.k});
   dw_ref.copy_from(dw0);
   db_ref.copy_from(db0);
-  cpu::conv2d_backward(cc, sh, x, w, dy, &dx_ref, dw_ref, bias ? &db_ref : nullptr, accumulate);
+  cpu::conv2d.backward(cc, sh, x, w, dy, &dx_ref, dw_ref, bias ? &db_ref : nullptr, accumulate);
   Tensor dxg = poisoned(x.shape());
   Tensor dwg = gpu(dw0), dbg = gpu(db0);
   conv2d_backward(gc, sh, xg, wg, dyg, &dxg, dwg, bias ? &dbg : nullptr, accumulate);
@@ -140,9 +140,9 @@ TEST_CASE("conv2d without a data gradient still gives dw", "[gpu_ops][conv2d]") 
   Tensor x = randn({2, 3, 6, 6}, 1), w = randn({4, 3, 3, 3}, 2), dy = randn({2, 4, 6, 6}, 3);
   OpCachePtr cc, gc;
   Tensor dw_ref = Tensor::empty(w.shape());
-  cpu::conv2d_backward(cc, sh, x, w, dy, nullptr, dw_ref, nullptr, false);
+  cpu::conv2d.backward(cc, sh, x, w, dy, nullptr, dw_ref, nullptr, false);
   Tensor dwg = poisoned(w.shape());
-  cuda::conv2d_backward(gc, sh, gpu(x), gpu(w), gpu(dy), nullptr, dwg, nullptr, false);
+  cuda::conv2d.backward(gc, sh, gpu(x), gpu(w), gpu(dy), nullptr, dwg, nullptr, false);
   CHECK(rel_err(dwg, dw_ref) < 1e-4);
 }
 
@@ -170,8 +170,8 @@ TEST_CASE("conv2d and linear with TF32 allowed stay within 5e-3 of the CPU", "[g
   OpCachePtr cc, gc;
   Tensor y_ref = Tensor::empty({sh.n, sh.k, sh.p(), sh.q()}), dx_ref = Tensor::empty(x.shape());
   Tensor dw_ref = Tensor::empty(w.shape());
-  cpu::conv2d_forward(cc, sh, x, w, nullptr, y_ref);
-  cpu::conv2d_backward(cc, sh, x, w, dy, &dx_ref, dw_ref, nullptr, false);
+  cpu::conv2d.forward(cc, sh, x, w, nullptr, y_ref);
+  cpu::conv2d.backward(cc, sh, x, w, dy, &dx_ref, dw_ref, nullptr, false);
   Tensor xg = gpu(x), wg = gpu(w), yg = poisoned(y_ref.shape()), dxg = poisoned(x.shape()), dwg = poisoned(w.shape());
   conv2d_forward(gc, sh, xg, wg, nullptr, yg);
   conv2d_backward(gc, sh, xg, wg, gpu(dy), &dxg, dwg, nullptr, false);
@@ -186,8 +186,8 @@ TEST_CASE("conv2d and linear with TF32 allowed stay within 5e-3 of the CPU", "[g
   Tensor lyr = Tensor::empty({ls.n, ls.out}), ldx = Tensor::empty(lx.shape()), ldw = Tensor::empty(lw.shape());
   Tensor ldb = Tensor::empty({ls.out});
   OpCachePtr lcc;
-  cpu::linear_forward(lcc, ls, lx, lw, &lb, lyr);
-  cpu::linear_backward(lcc, ls, lx, lw, ly, &ldx, ldw, &ldb, false);
+  cpu::linear.forward(lcc, ls, lx, lw, &lb, lyr);
+  cpu::linear.backward(lcc, ls, lx, lw, ly, &ldx, ldw, &ldb, false);
   Tensor lxg = gpu(lx), lwg = gpu(lw), lbg = gpu(lb);
   Tensor lyg = poisoned(lyr.shape()), ldxg = poisoned(lx.shape()), ldwg = poisoned(lw.shape()), ldbg = poisoned({ls.out});
   OpCachePtr lc;
@@ -214,7 +214,7 @@ TEST_CASE("linear on the GPU matches the CPU (rel 1e-4)", "[gpu_ops][linear]") {
       Tensor dw0 = randn({sh.out, sh.in}, seed + 4), db0 = randn({sh.out}, seed + 5);
       OpCachePtr cc, gc;
       Tensor y_ref = Tensor::empty({sh.n, sh.out});
-      cpu::linear_forward(cc, sh, x, w, bias ? &b : nullptr, y_ref);
+      cpu::linear.forward(cc, sh, x, w, bias ? &b : nullptr, y_ref);
       Tensor xg = gpu(x), wg = gpu(w), bg = gpu(b);
       Tensor yg = poisoned({sh.n, sh.out});
       linear_forward(gc, sh, xg, wg, bias ? &bg : nullptr, yg);
@@ -223,7 +223,7 @@ TEST_CASE("linear on the GPU matches the CPU (rel 1e-4)", "[gpu_ops][linear]") {
       Tensor db_ref = Tensor::empty({sh.out});
       dw_ref.copy_from(dw0);
       db_ref.copy_from(db0);
-      cpu::linear_backward(cc, sh, x, w, dy, want_dx ? &dx_ref : nullptr, dw_ref, bias ? &db_ref : nullptr, acc);
+      cpu::linear.backward(cc, sh, x, w, dy, want_dx ? &dx_ref : nullptr, dw_ref, bias ? &db_ref : nullptr, acc);
       Tensor dxg = poisoned({sh.n, sh.in}), dwg = gpu(dw0), dbg = gpu(db0);
       linear_backward(gc, sh, xg, wg, gpu(dy), want_dx ? &dxg : nullptr, dwg, bias ? &dbg : nullptr, acc);
       if (want_dx) CHECK(rel_err(dxg, dx_ref) < 1e-4);
@@ -247,7 +247,7 @@ TEST_CASE("batchnorm2d on the GPU matches the CPU, PyTorch running statistics", 
     Tensor rm_ref = Tensor::empty({c}), rv_ref = Tensor::empty({c});
     rm_ref.copy_from(rm);
     rv_ref.copy_from(rv);
-    cpu::batchnorm2d_forward_train(cc, sh, x, gamma, beta, y_ref, rm_ref, rv_ref, sm_ref, si_ref);
+    cpu::batchnorm2d.forward_train(cc, sh, x, gamma, beta, y_ref, rm_ref, rv_ref, sm_ref, si_ref);
     Tensor xg = gpu(x), gg = gpu(gamma), bg = gpu(beta), rmg = gpu(rm), rvg = gpu(rv);
     Tensor yg = poisoned(xs), smg = poisoned({c}), sig = poisoned({c});
     batchnorm2d_forward_train(gc, sh, xg, gg, bg, yg, rmg, rvg, smg, sig);
@@ -258,7 +258,7 @@ TEST_CASE("batchnorm2d on the GPU matches the CPU, PyTorch running statistics", 
     CHECK(rel_err(rvg, rv_ref) < 1e-5);  // unbiased variance in the running average, as PyTorch
 
     Tensor yi_ref = Tensor::empty(xs);
-    cpu::batchnorm2d_forward_infer(cc, sh, x, gamma, beta, rm_ref, rv_ref, yi_ref);
+    cpu::batchnorm2d.forward_infer(cc, sh, x, gamma, beta, rm_ref, rv_ref, yi_ref);
     Tensor yig = poisoned(xs);
     batchnorm2d_forward_infer(gc, sh, xg, gg, bg, rmg, rvg, yig);
     CHECK(rel_err(yig, yi_ref) < 1e-4);
@@ -269,7 +269,7 @@ TEST_CASE("batchnorm2d on the GPU matches the CPU, PyTorch running statistics", 
       Tensor dx_ref = Tensor::empty(xs), dg_ref = Tensor::empty({c}), db_ref = Tensor::empty({c});
       dg_ref.copy_from(dg0);
       db_ref.copy_from(db0);
-      cpu::batchnorm2d_backward(cc, sh, x, dy, gamma, sm_ref, si_ref, dx_ref, dg_ref, db_ref, acc);
+      cpu::batchnorm2d.backward(cc, sh, x, dy, gamma, sm_ref, si_ref, dx_ref, dg_ref, db_ref, acc);
       Tensor dxg = poisoned(xs), dgg = gpu(dg0), dbg = gpu(db0);
       batchnorm2d_backward(gc, sh, xg, gpu(dy), gg, smg, sig, dxg, dgg, dbg, acc);
       CHECK(rel_err(dxg, dx_ref) < 1e-4);
@@ -288,8 +288,8 @@ TEST_CASE("maxpool2d on the GPU equals the CPU, padding acting as -inf", "[gpu_o
     Tensor dy = randn({sh.n, sh.c, sh.p(), sh.q()}, 12);
     OpCachePtr cc, gc;
     Tensor y_ref = Tensor::empty({sh.n, sh.c, sh.p(), sh.q()}), dx_ref = Tensor::empty(x.shape());
-    cpu::maxpool2d_forward(cc, sh, x, y_ref);
-    cpu::maxpool2d_backward(cc, sh, x, y_ref, dy, dx_ref);
+    cpu::pool.maxpool2d_forward(cc, sh, x, y_ref);
+    cpu::pool.maxpool2d_backward(cc, sh, x, y_ref, dy, dx_ref);
     Tensor xg = gpu(x), yg = poisoned(y_ref.shape()), dxg = poisoned(x.shape());
     maxpool2d_forward(gc, sh, xg, yg);
     maxpool2d_backward(gc, sh, xg, yg, gpu(dy), dxg);
@@ -305,8 +305,8 @@ TEST_CASE("global average pool on the GPU matches the CPU (rel 1e-6)", "[gpu_ops
     Tensor x = randn(xs, 1), dy = randn({xs[0], xs[1]}, 2);
     OpCachePtr cc, gc;
     Tensor y_ref = Tensor::empty({xs[0], xs[1]}), dx_ref = Tensor::empty(xs);
-    cpu::global_avgpool_forward(cc, x, y_ref);
-    cpu::global_avgpool_backward(cc, dy, dx_ref);
+    cpu::pool.global_avgpool_forward(cc, x, y_ref);
+    cpu::pool.global_avgpool_backward(cc, dy, dx_ref);
     Tensor yg = poisoned({xs[0], xs[1]}), dxg = poisoned(xs);
     global_avgpool_forward(gc, gpu(x), yg);
     global_avgpool_backward(gc, gpu(dy), dxg);
@@ -319,9 +319,9 @@ TEST_CASE("element-wise ops on the GPU equal the CPU bitwise", "[gpu_ops][elemen
   const std::vector<int64_t> s{3, 1000, 7};
   Tensor a = randn(s, 1), b = randn(s, 2), dy = randn(s, 3);
   Tensor r_ref = Tensor::empty(s), dr_ref = Tensor::empty(s), add_ref = Tensor::empty(s);
-  cpu::relu_forward(a, r_ref);
-  cpu::relu_backward(r_ref, dy, dr_ref);
-  cpu::add_forward(a, b, add_ref);
+  cpu::elementwise.relu_forward(a, r_ref);
+  cpu::elementwise.relu_backward(r_ref, dy, dr_ref);
+  cpu::elementwise.add_forward(a, b, add_ref);
   Tensor ag = gpu(a), bg = gpu(b);
   Tensor rg = poisoned(s), drg = poisoned(s), addg = poisoned(s);
   relu_forward(ag, rg);
@@ -333,8 +333,8 @@ TEST_CASE("element-wise ops on the GPU equal the CPU bitwise", "[gpu_ops][elemen
 
   Tensor inplace_ref = Tensor::empty(s);
   inplace_ref.copy_from(a);
-  cpu::add_inplace(inplace_ref, b);
-  cpu::scale_inplace(inplace_ref, 0.37f);
+  cpu::elementwise.add_inplace(inplace_ref, b);
+  cpu::elementwise.scale_inplace(inplace_ref, 0.37f);
   Tensor ig = gpu(a);
   add_inplace(ig, bg);
   scale_inplace(ig, 0.37f);
@@ -355,7 +355,7 @@ TEST_CASE("count_nonfinite on the GPU counts NaN and Inf like the CPU", "[gpu_op
   v[999999] = -inf;
   v[v.size() - 1] = inf;
   v[17] = std::numeric_limits<float>::max();  // finite
-  CHECK(cpu::count_nonfinite(x) == 10);
+  CHECK(cpu::elementwise.count_nonfinite(x) == 10);
   CHECK(count_nonfinite(gpu(x)) == 10);
 }
 
@@ -373,8 +373,8 @@ TEST_CASE("softmax cross-entropy on the GPU matches the CPU (rel 1e-6)", "[gpu_o
       z.span<float>()[1 * k + (lab.span<int32_t>()[1] + 1) % k] = 50.f;
       Tensor p_ref = Tensor::empty({n, k}), d_ref = Tensor::empty({n, k});
       int64_t right_ref = -1, right = -2;
-      const double loss_ref = cpu::softmax_xent_forward(z, lab, eps, p_ref, &right_ref);
-      cpu::softmax_xent_backward(p_ref, lab, eps, 0.5f, d_ref);
+      const double loss_ref = cpu::softmax_xent.forward(z, lab, eps, p_ref, &right_ref);
+      cpu::softmax_xent.backward(p_ref, lab, eps, 0.5f, d_ref);
       Tensor zg = gpu(z), lg = gpu(lab);
       Tensor pg = poisoned({n, k}), dg = poisoned({n, k});
       const double loss = softmax_xent_forward(zg, lg, eps, pg, &right);

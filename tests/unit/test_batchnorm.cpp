@@ -35,8 +35,8 @@ CpuBn cpu_train_step(OpCachePtr& cache, const BatchNormShape& sh, const std::vec
   r.dx = Tensor::empty(xs);
   r.dgamma = Tensor::empty(cs);
   r.dbeta = Tensor::empty(cs);
-  cpu::batchnorm2d_forward_train(cache, sh, xt, gt, bt, r.y, r.rm, r.rv, r.mean, r.invstd);
-  cpu::batchnorm2d_backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
+  cpu::batchnorm2d.forward_train(cache, sh, xt, gt, bt, r.y, r.rm, r.rv, r.mean, r.invstd);
+  cpu::batchnorm2d.backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
   return r;
 }
 
@@ -63,10 +63,10 @@ CpuBnTwoUpdates cpu_two_updates(OpCachePtr& cache, const BatchNormShape& sh, con
   r.dgamma = Tensor::empty(cs);
   r.dbeta = Tensor::empty(cs);
   r.y_infer = Tensor::empty(xs);
-  cpu::batchnorm2d_forward_train(cache, sh, tx1, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
-  cpu::batchnorm2d_forward_train(cache, sh, tx2, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
-  cpu::batchnorm2d_backward(cache, sh, tx2, tdy, tg, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
-  cpu::batchnorm2d_forward_infer(cache, sh, tx1, tg, tb, r.rm, r.rv, r.y_infer);
+  cpu::batchnorm2d.forward_train(cache, sh, tx1, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
+  cpu::batchnorm2d.forward_train(cache, sh, tx2, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
+  cpu::batchnorm2d.backward(cache, sh, tx2, tdy, tg, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
+  cpu::batchnorm2d.forward_infer(cache, sh, tx1, tg, tb, r.rm, r.rv, r.y_infer);
   return r;
 }
 
@@ -180,7 +180,7 @@ TEST_CASE("batchnorm2d backward with accumulate adds exactly and still overwrite
   const auto prev_g = random_vec(nc, 5), prev_b = random_vec(nc, 6);
   auto dg = to_tensor(prev_g, cs), db = to_tensor(prev_b, cs);
   auto dx = to_tensor(random_vec(nx, 7), xs);  // garbage that must be overwritten
-  cpu::batchnorm2d_backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, dx, dg, db, true);
+  cpu::batchnorm2d.backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, dx, dg, db, true);
   const auto g1 = r.dgamma.span<float>(), b1 = r.dbeta.span<float>();
   for (size_t c = 0; c < nc; ++c) {
     CHECK(dg.span<float>()[c] == static_cast<float>(prev_g[c]) + g1[c]);

@@ -1,0 +1,85 @@
+#pragma once
+// The device halves of the ops, declared once for both devices. Each op family has one table of
+// function pointers below; the CPU half defines ht::cpu::<family> (src/ops/<op>_cpu.cpp) and the GPU
+// half defines ht::cuda::<family> (cuda/<op>.cu, CUDA builds only), so both halves of an op are found
+// by the same name: cpu::conv2d.forward and cuda::conv2d.forward. The public functions of
+// src/ops/<op>.hpp validate the arguments once (OpArgs) and call the half of the input's device; the
+// halves trust their arguments. The shapes are in src/base/op_shapes.hpp. A build without CUDA
+// defines no ht::cuda table and its dispatchers never name one (HT_DISPATCH in src/ops/op.hpp).
+#include <cstdint>
+
+#include "src/base/op_cache.hpp"
+#include "src/base/op_shapes.hpp"
+#include "src/base/tensor.hpp"
+
+namespace ht {
+
+/// An op with weights, bias and the oneDNN/cuDNN/cuBLAS three-pass backward: conv2d and linear
+/// (shapes and semantics in src/ops/conv2d.hpp and src/ops/linear.hpp).
+template <class Shape>
+struct WeightedOpHalf {
+  void (*forward)(OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+  void (*backward)(OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                   Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
+};
+using Conv2dHalf = WeightedOpHalf<Conv2dShape>;
+using LinearHalf = WeightedOpHalf<LinearShape>;
+namespace cpu { extern const Conv2dHalf conv2d; }    // src/ops/conv2d_cpu.cpp (oneDNN)
+namespace cuda { extern const Conv2dHalf conv2d; }   // cuda/conv2d.cu (cuDNN)
+namespace cpu { extern const LinearHalf linear; }    // src/ops/linear_cpu.cpp (oneDNN)
+namespace cuda { extern const LinearHalf linear; }   // cuda/linear.cu (cuBLAS)
+
+/// Batch normalization (src/ops/batchnorm2d.hpp).
+struct BatchNormHalf {
+  void (*forward_train)(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                        const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                        Tensor& save_invstd);
+  void (*forward_infer)(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                        const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y);
+  void (*backward)(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
+                   const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                   Tensor& dgamma, Tensor& dbeta, bool accumulate);
+};
+namespace cpu { extern const BatchNormHalf batchnorm2d; }  // src/ops/batchnorm2d_cpu.cpp (oneDNN)
+namespace cuda { extern const BatchNormHalf batchnorm2d; }  // cuda/batchnorm2d.cu (cuDNN)
+
+/// Max pooling and global average pooling (src/ops/pool.hpp).
+struct PoolHalf {
+  void (*maxpool2d_forward)(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y);
+  void (*maxpool2d_backward)(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y,
+                             const Tensor& dy, Tensor& dx);
+  void (*global_avgpool_forward)(OpCachePtr& cache, const Tensor& x, Tensor& y);
+  void (*global_avgpool_backward)(OpCachePtr& cache, const Tensor& dy, Tensor& dx);
+};
+namespace cpu { extern const PoolHalf pool; }  // src/ops/pool_cpu.cpp (oneDNN max pooling)
+namespace cuda { extern const PoolHalf pool; }  // cuda/pool.cu
+
+/// ReLU, residual add and the trainer's vector helpers (src/ops/elementwise.hpp).
+struct ElementwiseHalf {
+  void (*relu_forward)(const Tensor& x, Tensor& y);
+  void (*relu_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
+  void (*add_forward)(const Tensor& a, const Tensor& b, Tensor& y);
+  void (*add_inplace)(Tensor& y, const Tensor& x);
+  void (*scale_inplace)(Tensor& y, float s);
+  int64_t (*count_nonfinite)(const Tensor& x);
+};
+namespace cpu { extern const ElementwiseHalf elementwise; }  // src/ops/elementwise_cpu.cpp
+namespace cuda { extern const ElementwiseHalf elementwise; }  // cuda/elementwise.cu
+
+/// Softmax cross-entropy with label smoothing (src/ops/softmax_xent.hpp).
+struct SoftmaxXentHalf {
+  double (*forward)(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+                    int64_t* correct);
+  void (*backward)(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale, Tensor& dlogits);
+};
+namespace cpu { extern const SoftmaxXentHalf softmax_xent; }  // src/ops/softmax_xent_cpu.cpp
+namespace cuda { extern const SoftmaxXentHalf softmax_xent; }  // cuda/softmax_xent.cu
+
+/// The SGD step over one flat parameter buffer (src/ops/sgd_update.hpp).
+struct SgdHalf {
+  void (*update)(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov);
+};
+namespace cpu { extern const SgdHalf sgd; }  // src/ops/sgd_update_cpu.cpp
+namespace cuda { extern const SgdHalf sgd; }  // cuda/sgd_update.cu
+
+}  // namespace ht
