@@ -4,10 +4,12 @@
 // (io/checkpoint_read.cpp). Where the files live, LATEST and pruning: io/checkpoint_store.hpp.
 //
 // File layout (readable with h5py / h5dump without our code):
-//   root attributes  format = "hpctrain-checkpoint", version = 1
+//   root attributes  format = "hpctrain-checkpoint", version = 1 or 2 (checkpoint_version_for)
 //   /<tensor name>   float32 dataset with the tensor's shape, e.g. /param/conv1.weight,
 //                    /buffer/bn1.running_mean, /momentum/conv1.weight (names contain '/': groups);
 //                    a 0-d tensor is stored as shape [1] with attribute scalar = 1
+//   /rank_buffer/<r>/<buffer name>  version 2 only: rank r's own copy of each /buffer/<name>
+//                    (r = 0 .. ints/world_size - 1, decimal; exactly the /buffer/ names and shapes)
 //   /meta/tensor_names  uint8 text, one tensor name per line (the order of CheckpointData::tensors)
 //   /ints/<key>      int64 [1]      /floats/<key> float64 [1]     /strings/<key> uint8 text
 // Every dataset is chunked (about 1 MiB per chunk along dimension 0) with the fletcher32 filter, so
@@ -26,17 +28,27 @@ namespace ht {
 
 /// Root attribute `format` of every checkpoint file.
 inline constexpr const char* kCheckpointFormat = "hpctrain-checkpoint";
-/// Root attribute `version`: the only version this build writes and reads.
-inline constexpr int kCheckpointVersion = 1;
+/// Root attribute `version`: the newest version this build writes and reads. Version 2 adds the
+/// per-rank buffers (/rank_buffer/<r>/<name>) to version 1; a file is written with the lowest version
+/// that describes it (checkpoint_version_for), so a file without per-rank buffers stays version 1.
+inline constexpr int kCheckpointVersion = 2;
+/// The oldest version this build reads.
+inline constexpr int kCheckpointMinVersion = 1;
+/// The group of the per-rank buffers (version 2): "rank_buffer/<rank>/<buffer name>".
+inline constexpr const char* kRankBufferGroup = "rank_buffer";
 
 /// Everything a checkpoint holds. Tensors are host float32 ("param/<name>", "buffer/<name>",
-/// "momentum/<param name>"); ints hold step, epoch, step_in_epoch, world_size, seed, global_batch,
-/// ...; floats hold loss_scale, lr; strings hold model, config_hash, config (INI text).
+/// "momentum/<param name>", and in version 2 "rank_buffer/<rank>/<buffer name>"); ints hold step,
+/// epoch, step_in_epoch, world_size, seed, global_batch, ...; floats hold loss_scale, lr; strings hold
+/// model, config_hash, config (INI text).
 struct CheckpointData {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::map<std::string, int64_t> ints;
   std::map<std::string, double> floats;
   std::map<std::string, std::string> strings;
+  /// The file's root attribute `version` (set by read_checkpoint_file; 0 for data not read from a
+  /// file). The writer ignores it and writes checkpoint_version_for(data).
+  int version = 0;
 
   /// The tensor called `name`, or nullptr.
   const Tensor* find(const std::string& name) const;
@@ -45,6 +57,21 @@ struct CheckpointData {
   /// Integer `key`, throwing UsageError naming `origin` when absent.
   int64_t get_int(const std::string& key, const std::string& origin = "checkpoint") const;
 };
+
+/// "rank_buffer/<rank>/<buffer_name>": the name of rank `rank`'s own copy of "buffer/<buffer_name>".
+std::string rank_buffer_name(int64_t rank, const std::string& buffer_name);
+
+/// True when `tensor_name` is in the per-rank buffer group ("rank_buffer/...").
+bool is_rank_buffer_name(const std::string& tensor_name);
+
+/// The version a file holding `d` is written with: 2 when `d` has per-rank buffers, else 1.
+int checkpoint_version_for(const CheckpointData& d);
+
+/// The per-rank buffers of `d` against the format of `version` (every reader runs it): version 1 has
+/// none; version 2 has, for every rank 0 .. ints/world_size - 1 (world_size >= 2), exactly the names
+/// and shapes of the "buffer/" tensors, and nothing else in the group. Returns "" when they agree,
+/// otherwise the problem in words (naming the dataset).
+std::string rank_buffer_problem(const CheckpointData& d, int64_t version);
 
 /// Expected file size of `d` in bytes: payload plus a generous bound on HDF5 metadata and
 /// checksums. Used for the free-space check before every write.
@@ -71,7 +98,8 @@ struct CheckpointFileTimes {
 CheckpointFileTimes stream_checkpoint_file(const std::string& path, const CheckpointData& d);
 
 /// Reads `path` completely (every dataset, so every fletcher32 checksum is verified) and checks the
-/// structure (format, version, tensor index, element types, required ints). Throws UsageError
+/// structure (format, version 1 or 2, tensor index, element types, required ints, the per-rank
+/// buffers: rank_buffer_problem). Throws UsageError
 /// "checkpoint PATH is invalid: <problem>".
 CheckpointData read_checkpoint_file(const std::string& path);
 

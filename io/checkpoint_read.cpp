@@ -121,10 +121,11 @@ CheckpointData read_file_impl(const std::string& path) {
   std::string format = read_string_attr(f, "format");
   if (format != kCheckpointFormat) throw H5Fail("root attribute format = '" + format + "', expected '" + kCheckpointFormat + "'");
   int64_t version = read_int_attr(f, "version");
-  if (version != kCheckpointVersion)
-    throw H5Fail("root attribute version = " + std::to_string(version) + ", this build reads version " +
-                 std::to_string(kCheckpointVersion));
+  if (version < kCheckpointMinVersion || version > kCheckpointVersion)
+    throw H5Fail("root attribute version = " + std::to_string(version) + ", this build reads versions " +
+                 std::to_string(kCheckpointMinVersion) + " to " + std::to_string(kCheckpointVersion));
   CheckpointData d;
+  d.version = static_cast<int>(version);
   std::string index = read_text(f, "meta/tensor_names");
   std::istringstream is(index);
   std::string name;
@@ -147,11 +148,79 @@ CheckpointData read_file_impl(const std::string& path) {
   read_scalars(f, "floats", H5T_FLOAT, H5T_NATIVE_DOUBLE, d.floats);
   for (auto& key : group_members(f, "strings")) d.strings[key] = read_text(f, "strings/" + key);
   if (!d.ints.count("step")) throw H5Fail("dataset /ints/step is missing");
+  if (std::string problem = rank_buffer_problem(d, version); !problem.empty()) throw H5Fail(problem);
   f.close_checked("close");
   return d;
 }
 
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
 }  // namespace
+
+std::string rank_buffer_name(int64_t rank, const std::string& buffer_name) {
+  return std::string(kRankBufferGroup) + "/" + std::to_string(rank) + "/" + buffer_name;
+}
+
+bool is_rank_buffer_name(const std::string& n) {
+  const std::string g = std::string(kRankBufferGroup) + "/";
+  return n.compare(0, g.size(), g) == 0;
+}
+
+int checkpoint_version_for(const CheckpointData& d) {
+  for (const auto& [n, t] : d.tensors)
+    if (is_rank_buffer_name(n)) return 2;
+  return 1;
+}
+
+std::string rank_buffer_problem(const CheckpointData& d, int64_t version) {
+  std::map<std::string, std::vector<int64_t>> buffers;  // buffer name -> shape
+  std::map<int64_t, std::map<std::string, std::vector<int64_t>>> ranks;
+  std::string first;  // the first per-rank buffer, for messages
+  const std::string g = std::string(kRankBufferGroup) + "/";
+  for (const auto& [n, t] : d.tensors) {
+    if (n.rfind("buffer/", 0) == 0) buffers[n.substr(7)] = t.shape();
+    if (!is_rank_buffer_name(n)) continue;
+    if (first.empty()) first = n;
+    const size_t slash = n.find('/', g.size());
+    const std::string r = n.substr(g.size(), slash == std::string::npos ? std::string::npos : slash - g.size());
+    const bool digits = !r.empty() && r.size() <= 9 && r.find_first_not_of("0123456789") == std::string::npos &&
+                        (r == "0" || r[0] != '0');
+    if (slash == std::string::npos || slash + 1 == n.size() || !digits)
+      return "dataset /" + n + " is not named " + g + "<rank>/<buffer name>";
+    ranks[std::stoll(r)][n.substr(slash + 1)] = t.shape();
+  }
+  if (version < 2) return first.empty() ? "" : "dataset /" + first + " in a version " + std::to_string(version) +
+                                                   " file (per-rank buffers are version 2)";
+  if (first.empty()) return "version 2 file without per-rank buffers (/" + g + "<rank>/...)";
+  auto ws = d.ints.find("world_size");
+  if (ws == d.ints.end()) return "dataset /ints/world_size is missing (a version 2 file needs it)";
+  if (ws->second < 2) return "ints/world_size = " + std::to_string(ws->second) + " with per-rank buffers";
+  for (const auto& [rank, names] : ranks) {
+    if (rank >= ws->second)
+      return "dataset /" + rank_buffer_name(rank, names.begin()->first) + ": rank " + std::to_string(rank) +
+             " is outside world_size " + std::to_string(ws->second);
+    for (const auto& [name, shape] : names) {
+      auto b = buffers.find(name);
+      if (b == buffers.end()) return "dataset /" + rank_buffer_name(rank, name) + " has no /buffer/" + name;
+      if (b->second != shape)
+        return "dataset /" + rank_buffer_name(rank, name) + " has shape " + shape_text(shape) + ", /buffer/" + name +
+               " has " + shape_text(b->second);
+    }
+    for (const auto& [name, shape] : buffers)
+      if (!names.count(name)) return "dataset /" + rank_buffer_name(rank, name) + " is missing";
+  }
+  if (static_cast<int64_t>(ranks.size()) != ws->second) {
+    int64_t missing = 0;
+    while (ranks.count(missing)) ++missing;
+    return "group /" + g + std::to_string(missing) + " is missing (world_size " + std::to_string(ws->second) +
+           " needs ranks 0 to " + std::to_string(ws->second - 1) + ")";
+  }
+  return "";
+}
 
 const Tensor* CheckpointData::find(const std::string& name) const {
   for (auto& [n, t] : tensors)

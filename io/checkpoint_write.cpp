@@ -266,7 +266,7 @@ CheckpointFileTimes stream_file(const std::string& path, const CheckpointData& d
     H5Handle lcpl(h5(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
     h5(H5Pset_create_intermediate_group(lcpl, 1), "H5Pset_create_intermediate_group");
     write_string_attr(f, "format", kCheckpointFormat);
-    write_int_attr(f, "version", kCheckpointVersion);
+    write_int_attr(f, "version", checkpoint_version_for(d));
     write_text(f, "meta/tensor_names", index, lcpl, &stream);
     for (auto& [name, t] : d.tensors) {
       std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());

@@ -3,7 +3,8 @@ PyTorch (parameter names and shapes equal to hpctrain's, which follow torchvisio
 reading/writing the hpctrain checkpoint format (io/checkpoint.hpp) with h5py.
 
 Checkpoint layout: root attributes format = "hpctrain-checkpoint" (fixed-length string), version = 1
-(int64); float32 datasets /param/<name>, /buffer/<name>, /momentum/<name>, each chunked with the
+or 2 (int64; 2 adds /rank_buffer/<rank>/<name>, each rank's own buffers, which export ignores: it
+takes /buffer/<name>, their average); float32 datasets /param/<name>, /buffer/<name>, /momentum/<name>, each chunked with the
 fletcher32 filter; /meta/tensor_names (uint8 text, one tensor name per line); /ints/<key> int64 [1];
 /floats/<key> float64 [1]; /strings/<key> uint8 text.
 Use /usr/bin/python3 (Debian's torch, torchvision, h5py, numpy)."""
@@ -20,7 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_models  # noqa: E402
 
 FORMAT = "hpctrain-checkpoint"
-VERSION = 1
+VERSION = 1  # written (no per-rank buffers)
+READ_VERSIONS = (1, 2)
 MODELS = ("resnet18", "resnet18_cifar", "resnet50", "fmnist_cnn", "mlp")
 
 
@@ -86,8 +88,8 @@ def read_checkpoint(path):
         fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
         if fmt != FORMAT:
             raise SystemExit(f"{path}: root attribute format = '{fmt}', expected '{FORMAT}'")
-        if int(f.attrs.get("version", -1)) != VERSION:
-            raise SystemExit(f"{path}: root attribute version = {f.attrs.get('version')}, expected {VERSION}")
+        if int(f.attrs.get("version", -1)) not in READ_VERSIONS:
+            raise SystemExit(f"{path}: root attribute version = {f.attrs.get('version')}, expected one of {READ_VERSIONS}")
         names = bytes(f["meta/tensor_names"][()]).decode().split("\n")
         tensors = []
         for n in names:

@@ -19,20 +19,23 @@ int inspect_checkpoint(const std::string& path) {
     CheckpointData d = read_checkpoint_file(path);
     auto geti = [&](const char* k) { return d.ints.count(k) ? std::to_string(d.ints.at(k)) : std::string("?"); };
     auto gets = [&](const char* k) { return d.strings.count(k) ? d.strings.at(k) : std::string("?"); };
-    std::cout << "  format: " << kCheckpointFormat << " version " << kCheckpointVersion << "\n";
+    std::cout << "  format: " << kCheckpointFormat << " version " << d.version << "\n";
     std::cout << "  step: " << geti("step") << "  epoch: " << geti("epoch")
               << "  step_in_epoch: " << geti("step_in_epoch") << "\n";
     std::cout << "  world_size at save: " << geti("world_size") << "  global_batch: " << geti("global_batch")
               << "  seed: " << geti("seed") << "\n";
     std::cout << "  model: " << gets("model") << "  config_hash: " << gets("config_hash") << "\n";
-    int64_t params = 0, nparam = 0, buffers = 0, momentum = 0;
+    int64_t params = 0, nparam = 0, buffers = 0, momentum = 0, rank_buffers = 0;
     for (auto& [n, t] : d.tensors) {
       if (n.rfind("param/", 0) == 0) params += t.numel(), ++nparam;
       else if (n.rfind("buffer/", 0) == 0) buffers += t.numel();
       else if (n.rfind("momentum/", 0) == 0) momentum += t.numel();
+      else if (is_rank_buffer_name(n)) rank_buffers += t.numel();
     }
     std::cout << "  parameters: " << params << " in " << nparam << " tensors;  buffers: " << buffers
               << " values;  momentum: " << momentum << " values\n";
+    if (rank_buffers > 0)
+      std::cout << "  per-rank buffers: " << rank_buffers << " values (" << geti("world_size") << " ranks)\n";
     for (auto& [k, v] : d.floats) std::cout << "  " << k << ": " << v << "\n";
     size_t ndatasets = d.tensors.size() + d.ints.size() + d.floats.size() + d.strings.size() + 1;
     std::cout << "  checksums: OK (" << ndatasets << " datasets read back, fletcher32 verified)\n";

@@ -132,6 +132,13 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
   // Free space for one checkpoint (plus the one being replaced is already on disk).
   CheckpointData probe;
   probe.tensors = t_.state_tensors();
+  if (world_ > 1) {  // the per-rank buffers (capture_state)
+    const size_t n = probe.tensors.size();
+    for (int r = 0; r < world_; ++r)
+      for (size_t i = 0; i < n; ++i)
+        if (probe.tensors[i].first.rfind("buffer/", 0) == 0)
+          probe.tensors.emplace_back(rank_buffer_name(r, probe.tensors[i].first.substr(7)), probe.tensors[i].second);
+  }
   std::error_code ec;
   fs::create_directories(checkpoint_dir(dir), ec);
   check_free_space(checkpoint_dir(dir), checkpoint_expected_bytes(probe));
@@ -197,6 +204,10 @@ void CheckpointManager::start() {
                 static_cast<long long>(p.step_in_epoch), static_cast<long long>(steps_per_epoch_), lr,
                 static_cast<long long>(saved_world), world_);
     if (plan.config_differs) std::printf("hpctrain: note: the config differs from the one saved in the checkpoint\n");
+    if (world_ > 1 && saved_world == world_ && !has_rank_buffers(plan.state) && !t_.model().params().buffers().empty())
+      std::printf("hpctrain: note: %s holds no per-rank buffers (checkpoint format version 1): every rank starts "
+                  "from the ranks' average running statistics, so this resume is not bitwise exact\n",
+                  plan.from.c_str());
     std::fflush(stdout);
     if (metrics_)
       metrics_->write({{"event", "resume"}, {"path", plan.from}, {"step", p.step}, {"epoch", p.epoch + 1},

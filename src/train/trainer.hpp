@@ -74,11 +74,13 @@ class Trainer {
                           const std::vector<std::string>& skip = {});
   /// The training state for a checkpoint (src/train/trainer_state.cpp). Collective: every rank calls
   /// it at the same step. Rank 0 gets every tensor (host copies; "buffer/" entries are the average of
-  /// the ranks' BatchNorm running statistics, summed at rank 0 through the communicator and divided by
-  /// world_size); other ranks get the same fields without tensors.
+  /// the ranks' BatchNorm running statistics, and with world_size > 1 "rank_buffer/<r>/" entries hold
+  /// each rank's own, gathered at rank 0 through the communicator); other ranks get the same fields
+  /// without tensors.
   TrainingState capture_state();
   /// Loads `state` (local, no collectives): RestoreScope::full sets every tensor and the progress
-  /// (resume); params / params_reset_head load "param/" and "buffer/" only (--init-from), leaving the
+  /// (resume; buffers from "rank_buffer/<this rank>/" when the state has them and was saved at this
+  /// world_size, else the average in "buffer/"); params / params_reset_head load "param/" and "buffer/" only (--init-from), leaving the
   /// last linear layer as initialised for params_reset_head. Returns the parameter names left as
   /// initialised. Throws UsageError naming a missing tensor or a shape the model does not have.
   std::vector<std::string> restore_state(const TrainingState& state, RestoreScope scope);

@@ -1,5 +1,6 @@
-// The Trainer's checkpoint state: host copies of its tensors, capture_state (collective: running
-// statistics averaged over ranks) and restore_state (resume, or --init-from with an optional head
+// The Trainer's checkpoint state: host copies of its tensors, capture_state (collective: every rank's
+// running statistics gathered, and their average) and restore_state (resume: each rank's own running
+// statistics at the same world size, the average otherwise; or --init-from with an optional head
 // reset). The checkpoint manager (src/train/checkpoint_manager.cpp) moves the state to files and ranks.
 #include <algorithm>
 #include <cstdio>
@@ -53,24 +54,46 @@ TrainingState Trainer::capture_state() {
   TrainingState s;
   auto& ps = model_->params();
   if (rank_ == 0) s.tensors = state_tensors();
-  // BatchNorm running statistics differ per rank (each saw its own samples): save their average,
-  // the sum over ranks (at rank 0) divided by world_size.
+  // BatchNorm running statistics differ per rank (each saw its own samples). Rank 0 gathers every
+  // rank's own values (kept as rank_buffer/<r>/<name>, restored rank by rank on a resume at this
+  // world size) and saves their average as buffer/<name> (export, --init-from, another world size).
+  // The gather is one reduce_sum over world_size slots: rank r fills slot r with its buffers and the
+  // other slots with -0.0f, the additive identity of IEEE 754 (x + -0 == x bit for bit for every x,
+  // +0, -0, infinities and NaNs included), so rank 0 receives every rank's bytes unchanged in any
+  // summation order.
   Tensor& fb = ps.flat_buffers();
   if (world_ > 1 && fb.defined() && fb.numel() > 0) {
-    Tensor sum = Tensor::empty(fb.shape(), DType::f32, comm_->device());
-    sum.copy_from(fb);
-    comm_->reduce_sum(std::span<float>(sum.data<float>(), static_cast<size_t>(sum.numel())), 0);
+    const int64_t nb = fb.numel();
+    Tensor host = Tensor::empty({int64_t{world_} * nb}, DType::f32, Device::cpu);
+    std::fill_n(host.data<float>(), host.numel(), -0.0f);
+    host.slice_flat(int64_t{rank_} * nb, {nb}).copy_from(fb);
+    Tensor all = host;
+    if (comm_->device() != Device::cpu) {
+      all = Tensor::empty(host.shape(), DType::f32, comm_->device());
+      all.copy_from(host);
+    }
+    comm_->reduce_sum(std::span<float>(all.data<float>(), static_cast<size_t>(all.numel())), 0);
     if (rank_ == 0) {
-      const Tensor host = sum.to(Device::cpu);
-      const float* total = host.data<float>();
+      if (comm_->device() != Device::cpu) host = all.to(Device::cpu);
+      const float* ranks = host.data<float>();
       for (const auto& b : ps.buffers()) {
-        Tensor* dst = nullptr;
+        Tensor* avg = nullptr;
         for (auto& [n, t] : s.tensors)
-          if (n == "buffer/" + b.name) dst = &t;
-        if (!dst) continue;
-        float* o = dst->data<float>();
-        for (int64_t i = 0; i < dst->numel(); ++i) o[i] = total[b.offset + i] / static_cast<float>(world_);
+          if (n == "buffer/" + b.name) avg = &t;
+        if (!avg) continue;
+        float* o = avg->data<float>();
+        for (int64_t i = 0; i < avg->numel(); ++i) {
+          float sum = 0.f;  // in rank order: the same average on every run
+          for (int r = 0; r < world_; ++r) sum += ranks[int64_t{r} * nb + b.offset + i];
+          o[i] = sum / static_cast<float>(world_);
+        }
       }
+      for (int r = 0; r < world_; ++r)
+        for (const auto& b : ps.buffers()) {
+          Tensor own = Tensor::empty(b.shape, DType::f32, Device::cpu);
+          std::copy_n(ranks + int64_t{r} * nb + b.offset, own.numel(), own.data<float>());
+          s.tensors.emplace_back(rank_buffer_name(r, b.name), std::move(own));
+        }
     }
   }
   s.step = prog_.step;
@@ -93,7 +116,19 @@ TrainingState Trainer::capture_state() {
 
 std::vector<std::string> Trainer::restore_state(const TrainingState& s, RestoreScope scope) {
   if (scope == RestoreScope::full) {
-    load_state_tensors(s.tensors, false);
+    load_state_tensors(s.tensors, false);  // buffers: the average over the saved ranks
+    if (world_ > 1 && s.world_size == world_ && has_rank_buffers(s)) {
+      // The same world size: this rank's own running statistics, as it had them at the save.
+      for (const auto& b : model_->params().buffers()) {
+        const std::string name = rank_buffer_name(rank_, b.name);
+        const Tensor* src = s.find(name);
+        if (!src) throw UsageError("checkpoint has no tensor '" + name + "' for model " + cfg_.model.name);
+        if (src->shape() != b.value->shape())
+          throw UsageError("checkpoint tensor '" + name + "' has shape " + src->shape_str() + ", model " +
+                           cfg_.model.name + " needs " + b.value->shape_str());
+        b.value->copy_from(*src);
+      }
+    }
     prog_.step = s.step;
     prog_.epoch = s.epoch;
     prog_.step_in_epoch = s.step_in_epoch;

@@ -88,6 +88,12 @@ const Tensor* TrainingState::find(const std::string& name) const {
   return nullptr;
 }
 
+bool has_rank_buffers(const TrainingState& s) {
+  for (const auto& [n, t] : s.tensors)
+    if (is_rank_buffer_name(n)) return true;
+  return false;
+}
+
 CheckpointData to_checkpoint_data(TrainingState s) {
   CheckpointData d;
   d.tensors = std::move(s.tensors);

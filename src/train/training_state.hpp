@@ -5,7 +5,8 @@
 // the other ranks (serialize_training_state + Communicator::broadcast_bytes).
 //
 // The file format is io's CheckpointData; this header is the one place that maps the two:
-//   tensors        <-> CheckpointData::tensors ("param/<name>", "buffer/<name>", "momentum/<name>")
+//   tensors        <-> CheckpointData::tensors ("param/<name>", "buffer/<name>", "momentum/<name>",
+//                  and with several ranks "rank_buffer/<rank>/<name>": checkpoint format version 2)
 //   ints           step, epoch, step_in_epoch, world_size, seed, global_batch, total_steps,
 //                  steps_per_epoch, nonfinite_in_row, nonfinite_total
 //   floats         lr (of the next step), loss_scale
@@ -23,7 +24,10 @@ namespace ht {
 
 struct TrainingState {
   /// Host float32 tensors by name: "param/<name>", "buffer/<name>" (BatchNorm running statistics,
-  /// averaged over ranks when captured), "momentum/<param name>" (torchvision names).
+  /// averaged over ranks when captured: for export, --init-from and resume at another world size),
+  /// "momentum/<param name>" (torchvision names), and when world_size > 1 and the model has buffers
+  /// "rank_buffer/<rank>/<name>" for every rank: each rank's own running statistics, which a resume
+  /// at the same world size restores rank by rank (bitwise exact).
   std::vector<std::pair<std::string, Tensor>> tensors;
 
   // ---- progress (what resumes the sample stream and the schedule) ----
@@ -49,9 +53,13 @@ struct TrainingState {
   const Tensor* find(const std::string& name) const;
 };
 
+/// True when `state` holds per-rank buffers ("rank_buffer/<rank>/<name>").
+bool has_rank_buffers(const TrainingState& state);
+
 /// What Trainer::restore_state loads from a TrainingState.
 enum class RestoreScope {
-  full,               ///< resume: every tensor (param/, buffer/, momentum/) and the progress
+  full,               ///< resume: every tensor (param/, buffer/, momentum/) and the progress; at the saved
+                      ///< world_size each rank's buffers from rank_buffer/<rank>/ when the state has them
   params,             ///< --init-from: param/ and buffer/ tensors only; training starts at step 0
   params_reset_head,  ///< --init-from --reset-head: as params, the last linear layer stays as initialised
 };

@@ -124,19 +124,54 @@ def state(path, groups=("param", "momentum", "buffer")):
     return out, ints
 
 
-def same_state(a_path, b_path, exact_groups=("param", "momentum"), buffer_tol=1e-5):
-    """Parameters and momentum bitwise; BatchNorm buffers (averaged over ranks at each save) to tol."""
-    a, _ = state(a_path)
-    b, _ = state(b_path)
+def datasets(path):
+    """Every dataset of a checkpoint file by path (param/..., buffer/..., rank_buffer/..., momentum/...,
+    meta/..., ints/..., floats/..., strings/...) as numpy arrays, plus the root attributes as "@<name>"."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda n, o: out.__setitem__(n, o[...]) if isinstance(o, h5py.Dataset) else None)
+        for k, v in f.attrs.items():
+            out["@" + k] = np.asarray(v)
+    return out
+
+
+# Datasets that hold the config text: they name run.dir and any extra command-line key, so they differ
+# between runs made in different directories even when the training state is the same.
+CONFIG_TEXT = ("strings/config", "strings/config_hash")
+
+
+def same_state(a_path, b_path, ignore=CONFIG_TEXT):
+    """Every dataset of the two checkpoints bitwise equal (same names, dtypes, shapes, bytes: tensors,
+    per-rank buffers, progress counters, metadata), except the datasets in `ignore`. No tolerance:
+    resume at the same world size is exact for every tensor, BatchNorm running statistics included."""
+    a, b = datasets(a_path), datasets(b_path)
     if a.keys() != b.keys():
-        return False, "different tensor names"
-    for k in a:
-        if k.split("/")[0] in exact_groups:
-            if a[k].tobytes() != b[k].tobytes():
-                return False, f"{k} differs (max |d| {np.abs(a[k] - b[k]).max():.3g})"
-        elif not np.allclose(a[k], b[k], rtol=buffer_tol, atol=buffer_tol):
-            return False, f"{k} differs beyond {buffer_tol}"
-    return True, f"{len(a)} tensors equal"
+        return False, f"different datasets: {sorted(set(a) ^ set(b))[:6]}"
+    n = 0
+    for k in sorted(a):
+        if k in ignore:
+            continue
+        x, y = a[k], b[k]
+        if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+            d = ""
+            if x.dtype == y.dtype and x.shape == y.shape and x.dtype.kind == "f":
+                d = f" (max |d| {np.abs(x.astype(np.float64) - y.astype(np.float64)).max():.3g})"
+            return False, f"{k} differs{d}"
+        n += 1
+    return True, f"{n} datasets bitwise equal" + (f", {len(ignore)} config-text datasets not compared" if ignore else "")
+
+
+def to_version1(path):
+    """Rewrites a checkpoint as format version 1 wrote it: no /rank_buffer group, the tensor index
+    without it, root attribute version = 1 (a checkpoint of an earlier hpctrain)."""
+    with h5py.File(path, "r+") as f:
+        if "rank_buffer" in f:
+            del f["rank_buffer"]
+        names = [n for n in bytes(f["meta/tensor_names"][()]).decode().split("\n") if n and not n.startswith("rank_buffer/")]
+        del f["meta/tensor_names"]
+        f.create_dataset("meta/tensor_names", data=np.frombuffer("".join(n + "\n" for n in names).encode(), dtype=np.uint8),
+                         chunks=True, fletcher32=True)
+        f.attrs["version"] = np.int64(1)
 
 
 def fresh_dir(name):

@@ -124,6 +124,69 @@ TEST_CASE("checkpoint rejects reserved or malformed names", "[checkpoint]") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("per-rank buffers: version 2 by content, and the reader checks the group completely", "[checkpoint]") {
+  auto dir = fresh_dir("rank_buffer");
+  auto path = (dir / "a.h5").string();
+  auto base = sample_data(12);  // world_size 2, buffers bn1.running_mean [8] and bn1.num_batches_tracked []
+  CHECK(checkpoint_version_for(base) == 1);
+  write_checkpoint_file(path, base);
+  CHECK(read_checkpoint_file(path).version == 1);
+  auto with_ranks = [&](int ranks) {
+    CheckpointData d = sample_data(12);
+    for (int r = 0; r < ranks; ++r) {
+      d.tensors.emplace_back(rank_buffer_name(r, "bn1.running_mean"), filled({8}, 0.1f + static_cast<float>(r)));
+      d.tensors.emplace_back(rank_buffer_name(r, "bn1.num_batches_tracked"), filled({}, 7.f));
+    }
+    return d;
+  };
+  CheckpointData good = with_ranks(2);
+  CHECK(checkpoint_version_for(good) == 2);
+  CHECK(rank_buffer_problem(good, 2).empty());
+  write_checkpoint_file(path, good);
+  CheckpointData back = read_checkpoint_file(path);
+  CHECK(back.version == 2);
+  require_equal(good, back);
+  REQUIRE(inspect_checkpoint(path) == 0);
+
+  // Each malformed group is named; the reader (training and inspect alike) refuses the file.
+  auto problem = [&](CheckpointData d) {
+    std::string p = rank_buffer_problem(d, checkpoint_version_for(d));
+    write_checkpoint_file(path, d);
+    try {
+      read_checkpoint_file(path);
+      FAIL("read accepted: " + p);
+    } catch (const UsageError& e) {
+      CHECK(std::string(e.what()).find(p) != std::string::npos);
+    }
+    CHECK(inspect_checkpoint(path) == kExitUsage);
+    return p;
+  };
+  CHECK(problem(with_ranks(1)) == "group /rank_buffer/1 is missing (world_size 2 needs ranks 0 to 1)");
+  CHECK(problem(with_ranks(3)) == "dataset /rank_buffer/2/bn1.num_batches_tracked: rank 2 is outside world_size 2");
+  CheckpointData d = with_ranks(2);
+  d.tensors.pop_back();
+  CHECK(problem(d) == "dataset /rank_buffer/1/bn1.num_batches_tracked is missing");
+  d = with_ranks(2);
+  d.tensors.back().second = filled({2}, 1.f);
+  CHECK(problem(d) == "dataset /rank_buffer/1/bn1.num_batches_tracked has shape [2], /buffer/bn1.num_batches_tracked has []");
+  d = with_ranks(2);
+  d.tensors.emplace_back("rank_buffer/0/bn9.running_var", filled({8}, 1.f));
+  CHECK(problem(d) == "dataset /rank_buffer/0/bn9.running_var has no /buffer/bn9.running_var");
+  d = with_ranks(2);
+  d.tensors.emplace_back("rank_buffer/01/bn1.running_mean", filled({8}, 1.f));
+  CHECK(problem(d) == "dataset /rank_buffer/01/bn1.running_mean is not named rank_buffer/<rank>/<buffer name>");
+  d = with_ranks(2);
+  d.ints["world_size"] = 1;
+  CHECK(problem(d) == "ints/world_size = 1 with per-rank buffers");
+  d = with_ranks(2);
+  d.ints.erase("world_size");
+  CHECK(problem(d) == "dataset /ints/world_size is missing (a version 2 file needs it)");
+  // A version-1 file has no per-rank buffers; a version-2 file has them.
+  CHECK(rank_buffer_problem(good, 1) == "dataset /rank_buffer/0/bn1.running_mean in a version 1 file (per-rank buffers are version 2)");
+  CHECK(rank_buffer_problem(base, 2) == "version 2 file without per-rank buffers (/rank_buffer/<rank>/...)");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("checkpoint names parse", "[checkpoint]") {
   REQUIRE(checkpoint_step_from_name("step-00001200.h5") == 1200);
   REQUIRE(checkpoint_step_from_name("step-00000000.h5") == 0);

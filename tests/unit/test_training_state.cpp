@@ -1,7 +1,10 @@
 // TrainingState (src/train/training_state.hpp): the mapping to the checkpoint file's keys, the byte
 // form broadcast to other ranks, and the head parameters --reset-head leaves as initialised.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <unistd.h>
 
 #include "io/checkpoint_store.hpp"
@@ -154,4 +157,48 @@ TEST_CASE("checkpoint training state: the head's parameter names (--reset-head)"
           std::vector<std::string>{"fc3.weight", "fc3.bias"});
   REQUIRE(head_param_names({"fc.weight"}, {2}) == std::vector<std::string>{"fc.weight"});
   REQUIRE(head_param_names({"conv.weight"}, {4}).empty());
+}
+
+TEST_CASE("checkpoint training state: per-rank buffers travel bitwise through a version-2 file and the broadcast",
+          "[checkpoint][state]") {
+  TrainingState s = sample_state();
+  s.world_size = 2;
+  CHECK_FALSE(has_rank_buffers(s));
+  CHECK(checkpoint_version_for(to_checkpoint_data(s)) == 1);
+  Tensor r0 = filled({2}, 0.5f), r1 = filled({2}, 0.5f);
+  r0.data<float>()[0] = -0.0f;                  // the sign of zero survives
+  r1.data<float>()[1] = 1.0000001f;             // a last-bit difference survives
+  s.tensors.emplace_back(rank_buffer_name(0, "bn.running_mean"), r0);
+  s.tensors.emplace_back(rank_buffer_name(1, "bn.running_mean"), r1);
+  CHECK(s.tensors.back().first == "rank_buffer/1/bn.running_mean");
+  CHECK(has_rank_buffers(s));
+  require_same(s, deserialize_training_state(serialize_training_state(s)));
+
+  fs::path dir = fs::temp_directory_path() / ("ht_state_rb_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "s.h5").string();
+  write_checkpoint_file(path, to_checkpoint_data(s));
+  CheckpointData d = read_checkpoint_file(path);
+  CHECK(d.version == 2);
+  TrainingState back = training_state_from_checkpoint(std::move(d), path);
+  require_same(s, back);
+  CHECK(std::signbit(back.find("rank_buffer/0/bn.running_mean")->data<float>()[0]));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint training state: -0.0f is the identity the per-rank gather relies on", "[checkpoint][state]") {
+  // capture_state gathers with one reduce_sum in which every slot holds one rank's value and -0.0f
+  // from every other rank: x + -0.0f must be x bit for bit, whatever x and the summation order.
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  volatile float neg_zero = -0.0f;
+  for (float x : {0.0f, -0.0f, 1.0f, -3.5e-38f, 1e-45f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 0.1f}) {
+    CHECK(bits(x + neg_zero) == bits(x));
+    CHECK(bits(neg_zero + x) == bits(x));
+    CHECK(bits((neg_zero + neg_zero) + x) == bits(x));
+  }
 }
