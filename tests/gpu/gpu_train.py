@@ -36,6 +36,9 @@ def train(run_dir, device, *extra, expect=0, ranks=0, model="fmnist_cnn", faults
            "--data.synthetic_width", "16", "--data.synthetic_channels", "1", "--model.name", model,
            "--train.global_batch", "64", "--train.epochs", "0", "--train.max_steps", "20", "--train.eval", "false",
            "--optim.lr", "0.05", "--run.dir", run_dir, "--train.device", device] + list(extra)
+    if "--train.eval" in extra:  # an option may be given once: the caller's replaces the default
+        i = cmd.index("--train.eval")
+        del cmd[i:i + 2]
     env = dict(os.environ, **({"HT_TEST_FAULTS": faults} if faults else {}))
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=env)
     if p.returncode != expect:
