@@ -31,9 +31,13 @@ BindingPlan plan_binding(const std::vector<RankGpus>& ranks) {
   plan.local_rank.assign(n, 0);
   plan.device.assign(n, -1);
   plan.uuid.assign(n, "");
-  std::map<std::string, std::vector<int>> by_host;  // host -> ranks in rank order
+  // Group key: the node when known (a name no host can have), else the host name.
+  auto group_of = [&](int r) {
+    return ranks[r].node >= 0 ? "\x1fnode " + std::to_string(ranks[r].node) : ranks[r].host;
+  };
+  std::map<std::string, std::vector<int>> by_host;  // node or host -> ranks in rank order
   for (int r = 0; r < n; ++r) {
-    auto& v = by_host[ranks[r].host];
+    auto& v = by_host[group_of(r)];
     plan.local_rank[r] = static_cast<int>(v.size());
     v.push_back(r);
   }
@@ -52,7 +56,8 @@ BindingPlan plan_binding(const std::vector<RankGpus>& ranks) {
     is.fix = "see the GPU visibility problem reported for these ranks";
     plan.issues.push_back(is);
   }
-  for (const auto& [host, rs] : by_host) {
+  for (const auto& [group, rs] : by_host) {
+    const std::string& host = ranks[rs.front()].host;  // the node's name in messages
     std::map<std::string, std::vector<int>> by_uuid;  // UUID -> ranks on this host that bind it
     std::set<std::string> distinct;                   // every GPU any rank on the host can see
     for (int r : rs) {

@@ -12,6 +12,11 @@ namespace ht {
 struct RankGpus {
   std::string host;
   std::vector<std::string> visible_uuids;
+  /// The node the rank runs on, as MPI sees it: the lowest rank of its shared-memory communicator
+  /// (MPI_Comm_split_type MPI_COMM_TYPE_SHARED, mpi/dist.cpp). Ranks are grouped by node when it is
+  /// set (>= 0), so host name aliases of one node, or equal names of different nodes (containers),
+  /// do not change the binding; -1 groups by host name (the doctor, tests).
+  int node = -1;
 };
 
 /// The index (CUDA ordinal among the visible devices) that the rank with `local_rank` binds, or -1 when
@@ -44,7 +49,8 @@ struct BindingPlan {
 };
 
 /// Computes the plan for all ranks (indexed by global rank). local_rank is each rank's position among
-/// the ranks with the same host, in rank order (what MPI_Comm_split_type with key = rank gives).
+/// the ranks of its node (RankGpus::node, else the same host name), in rank order (what
+/// MPI_Comm_split_type with key = rank gives). Issues name a node by the host of its first rank.
 BindingPlan plan_binding(const std::vector<RankGpus>& ranks);
 
 /// Throws UsageError (exit 2: a launch mistake) for the binding issues that forbid training on

@@ -9,6 +9,7 @@
 #if defined(HT_HAVE_CUDA)
 #include "cuda/allocator.hpp"
 #include "cuda/check.hpp"
+#include "cuda/lib_versions.hpp"
 #endif
 
 namespace ht::cuda {
@@ -67,6 +68,9 @@ void init(int dev) {
   if (dev < 0 || dev >= count)
     throw RuntimeError("CUDA: device " + std::to_string(dev) + " requested but " + std::to_string(count) +
                        " device(s) are visible (CUDA_VISIBLE_DEVICES)");
+  // A cuDNN or NCCL built for another CUDA major version loads under the same soname and fails
+  // later, far from the cause: refuse it here, naming both versions (cuda/lib_versions.hpp).
+  check_library_cuda_versions();
   Context c;
   c.device = dev;
   HT_CUDA_CHECK(cudaSetDevice(dev));

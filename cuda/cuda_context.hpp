@@ -27,7 +27,8 @@ bool built_with_cuda();
 /// Binds `device` (an ordinal among the visible devices) to this process, creates the streams and the
 /// cuDNN/cuBLAS handles and registers the CUDA tensor allocator (cuda/allocator.hpp). Idempotent for
 /// the same device; a different device after initialisation throws RuntimeError. Throws RuntimeError
-/// (CPU-only build, no such device, driver or library failure).
+/// (CPU-only build, no such device, driver or library failure, a cuDNN or NCCL built for another CUDA
+/// major version than this binary: cuda/lib_versions.hpp).
 void init(int device);
 /// True after init().
 bool initialized();

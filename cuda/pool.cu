@@ -25,7 +25,9 @@ PoolCache& prepare(OpCachePtr& slot, const PoolShape& sh) {
     return pc;
   pc.x.set(sh.n, sh.c, sh.h, sh.w);
   pc.y.set(sh.n, sh.c, sh.p(), sh.q());
-  HT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pc.pool, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN,
+  // CUDNN_PROPAGATE_NAN: a window holding a NaN gives NaN, as PyTorch's max pooling (not the
+  // largest number beside it, which would hide a divergence from the loss check).
+  HT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pc.pool, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN,
                                              sh.kernel, sh.kernel, sh.pad, sh.pad, sh.stride, sh.stride));
   int n = 0, c = 0, h = 0, w = 0;
   HT_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pc.pool, pc.x.get(), &n, &c, &h, &w));

@@ -11,10 +11,22 @@
 #
 # Environment: OUT (result folder, default results/h200), HT_DEVICE_STEPS (default 300),
 # HT_DEVICE_CPU_ONLY=1 (configure and build without CUDA: tests this script's setup on a machine
-# without a GPU; skips the GPU steps), HT_DEVICE_SKIP_BUILD=1 (reuse the build folder),
-# HT_DEVICE_BUILD_DIR (default build-device), HT_DEVICE_DEPS_DIR (default .device_deps),
-# HT_DEVICE_BUILD_TIMEOUT / HT_DEVICE_CTEST_BUDGET / HT_DEVICE_CTEST_PER_TEST / HT_DEVICE_TOTAL
-# (time limits in s: 330 / 200 / 90 / 470).
+# without a GPU; the GPU phases are then recorded as not run), HT_DEVICE_SKIP_BUILD=1 (reuse the build
+# folder), HT_DEVICE_BUILD_DIR (default build-device), HT_DEVICE_DEPS_DIR (default .device_deps).
+#
+# Time: the device tool stops a command at 600 s. Every phase has its own limit and the script has a
+# deadline of HT_DEVICE_TOTAL (default 480 s) from its start: a phase runs under the smaller of its
+# limit and the time left, and a phase (or GPU test) without enough time left is recorded as not run.
+# Phase limits (s): deps 30, configure 40, build 140 (HT_DEVICE_BUILD_TIMEOUT; about 40-80 s on its 16
+# cores by results/h200/REHEARSAL.md), mpirun 25, GPU tests 160 in all (10 tests) and 60 each
+# (HT_DEVICE_CTEST_BUDGET / HT_DEVICE_CTEST_PER_TEST), doctor 25, training 60: 480 s in all, leaving
+# 120 s of the command limit for the script's own work and the transfers.
+#
+# Verdict: device_check.json is rewritten after every phase (so a command stopped at its limit still
+# returns what was verified), with "verdict" and "unverified" (every phase or test that failed, timed
+# out or was not run, by name). The exit status is 0 only when everything this mode checks passed;
+# else 1, after a line "device_check: NOT VERIFIED: ..." naming each item. A GPU test passes only when
+# ctest ran it and reported it passed (a skip, a timeout, no time left or a missing test is a failure).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
@@ -22,11 +34,16 @@ SRC=$PWD
 RES=${OUT:-$SRC/results/h200}
 mkdir -p "$RES"
 LOG="$RES/device_check.log"
-# Time limits (s): the device run has at most 8 minutes in all.
-BUILD_LIMIT=${HT_DEVICE_BUILD_TIMEOUT:-330}
-CTEST_BUDGET=${HT_DEVICE_CTEST_BUDGET:-200}
-CTEST_PER_TEST=${HT_DEVICE_CTEST_PER_TEST:-90}
-TOTAL_LIMIT=${HT_DEVICE_TOTAL:-470}
+# Time limits (s); see the header. Their sum stays well under the device tool's 600 s.
+DEPS_LIMIT=30
+CONFIGURE_LIMIT=40
+BUILD_LIMIT=${HT_DEVICE_BUILD_TIMEOUT:-140}
+MPI_LIMIT=25
+CTEST_BUDGET=${HT_DEVICE_CTEST_BUDGET:-160}
+CTEST_PER_TEST=${HT_DEVICE_CTEST_PER_TEST:-60}
+DOCTOR_LIMIT=25
+TRAIN_LIMIT=60
+TOTAL_LIMIT=${HT_DEVICE_TOTAL:-480}
 : > "$LOG"
 STEPS=${HT_DEVICE_STEPS:-300}
 CPU_ONLY=${HT_DEVICE_CPU_ONLY:-0}
@@ -34,8 +51,73 @@ BUILD=${HT_DEVICE_BUILD_DIR:-$SRC/build-device}
 DEPS=${HT_DEVICE_DEPS_DIR:-$SRC/.device_deps}
 ROOT=$DEPS/root
 declare -A R  # results: key -> value (JSON-ready strings)
+UNVERIFIED=()  # every item that failed, timed out or was not run, with the reason
 status() { R[$1]=$2; echo "device_check: $1 = $2" | tee -a "$LOG"; }
 elapsed() { echo $(( $(date +%s) - T0 )); }
+# limit_for WANT: the limit of a phase that wants WANT s: WANT, or the time left before the deadline.
+# 0 when the deadline has passed.
+limit_for() { local left=$(( TOTAL_LIMIT - $(elapsed) )); (( left < 0 )) && left=0; (( left < $1 )) && echo "$left" || echo "$1"; }
+# limited LIMIT CMD...: CMD under `timeout LIMIT`; with LIMIT 0 (deadline passed) CMD is not run and the
+# status is 199 (timeout 0 would mean no limit at all).
+limited() { local lim=$1; shift; (( lim > 0 )) || return 199; timeout "$lim" "$@"; }
+# why RC: the meaning of a phase's exit status, for the NOT VERIFIED lines.
+why() { case $1 in 199) echo "not run: the $TOTAL_LIMIT s deadline had passed" ;; 124|137) echo "stopped at its time limit" ;;
+        *) echo "exit $1" ;; esac; }
+# unverified ITEM REASON: records an item this run did not verify (and says so at once).
+unverified() { UNVERIFIED+=("$1: $2"); echo "device_check: NOT VERIFIED: $1: $2" | tee -a "$LOG"; write_json; }
+# JSON by hand (no jq there); values are strings: backslash, quote and control characters escaped.
+jstr() { local v=$1; v=${v//\\/\\\\}; v=${v//\"/\\\"}; v=${v//$'\n'/\\n}; v=${v//$'\t'/\\t}; v=${v//$'\r'/\\r}
+         printf '"%s"' "$(tr -d '\000-\010\013\014\016-\037' <<<"$v")"; }
+# write_json [final]: rewrites device_check.json (atomically) with every result so far, the list of
+# unverified items and the verdict ("incomplete" until the end).
+write_json() {
+  local k first=1 tmp="$RES/.device_check.json.tmp" verdict=incomplete u
+  if [[ "${1:-}" == final ]]; then
+    if (( ${#UNVERIFIED[@]} )); then verdict=not_verified
+    elif [[ "$CPU_ONLY" == 1 ]]; then verdict=cpu_path_ok_gpu_not_checked
+    else verdict=verified; fi
+  fi
+  {
+    echo "{"
+    for k in $(printf '%s\n' "${!R[@]}" | sort); do
+      (( first )) || echo ","
+      printf '  %s: %s' "$(jstr "$k")" "$(jstr "${R[$k]}")"
+      first=0
+    done
+    (( first )) || echo ","
+    printf '  "unverified": ['
+    first=1
+    for u in "${UNVERIFIED[@]}"; do (( first )) || printf ', '; printf '%s' "$(jstr "$u")"; first=0; done
+    printf '],\n  "verdict": %s,\n  "elapsed_s": "%s"\n}\n' "$(jstr "$verdict")" "$(elapsed)"
+  } > "$tmp" && mv -f "$tmp" "$RES/device_check.json"
+}
+# finish: final JSON, the short table last, every unverified item named; exit 0 only if none.
+finish() {
+  status total_s "$(elapsed)"
+  local gpu u
+  gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+  status gpu "${gpu:-none seen by nvidia-smi}"
+  write_json final
+  if python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$RES/device_check.json" 2>>"$LOG"; then
+    echo "device_check: $RES/device_check.json is valid JSON" >> "$LOG"
+  else
+    echo "device_check: $RES/device_check.json is NOT valid JSON (see $LOG)"
+  fi
+  echo
+  echo "==== hpctrain device check ($(date -u +%FT%TZ)) ===="
+  for u in "${UNVERIFIED[@]}"; do echo "NOT VERIFIED: $u"; done
+  for k in gpu configure_rc build_rc build_done_at_s ctest_gpu_summary doctor_rc train_rc train_summary; do
+    printf '%-18s %s\n' "$k" "${R[$k]:-n/a}"
+  done
+  if (( ${#UNVERIFIED[@]} )); then
+    printf '%-18s %s\n' verdict "NOT VERIFIED (${#UNVERIFIED[@]} item(s) above)"
+    printf '%-18s %s\n' total_s "${R[total_s]}"
+    exit 1
+  fi
+  printf '%-18s %s\n' verdict "$([[ "$CPU_ONLY" == 1 ]] && echo 'CPU path ok (GPU phases not run: HT_DEVICE_CPU_ONLY=1)' || echo 'verified')"
+  printf '%-18s %s\n' total_s "${R[total_s]}"
+  exit 0
+}
 # Cores for the build: GNU nproc obeys OMP_NUM_THREADS (often 1 in PyTorch images), so drop it.
 CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 # Everything below is also appended to $LOG; the stdout tail alone (12,000 characters) should be
@@ -63,20 +145,20 @@ done
 
 # ---- 1. dependencies ----------------------------------------------------------------------------
 # Unpacked once per tarball (a tree left by an earlier call for another tarball is replaced).
+write_json
 if [[ -f "$DEPS/deps.tar.xz" ]]; then
   sum=$(md5sum < "$DEPS/deps.tar.xz" | cut -c1-32)
   if [[ "$(cat "$ROOT/.unpacked_from" 2>/dev/null)" != "$sum" ]]; then
     rm -rf "$ROOT" && mkdir -p "$ROOT"
-    if ! tar -C "$ROOT" -xJf "$DEPS/deps.tar.xz"; then
-      echo "device_check: unpacking $DEPS/deps.tar.xz failed (disk space? $(df -h "$DEPS" | tail -1))" | tee -a "$LOG"
-      exit 2
+    if ! limited "$(limit_for $DEPS_LIMIT)" tar -C "$ROOT" -xJf "$DEPS/deps.tar.xz"; then
+      unverified deps "unpacking $DEPS/deps.tar.xz failed or ran past ${DEPS_LIMIT} s (disk space? $(df -h "$DEPS" | tail -1))"
+      finish
     fi
     echo "$sum" > "$ROOT/.unpacked_from"
   fi
 elif [[ ! -d "$ROOT/usr" ]]; then
-  echo "device_check: $DEPS/deps.tar.xz is missing: run scripts/pack_device_deps.sh on a Debian machine first" \
-       "and carry .device_deps (git-ignored) with the tree" | tee -a "$LOG"
-  exit 2
+  unverified deps "$DEPS/deps.tar.xz is missing: run scripts/pack_device_deps.sh on a Debian machine first and carry .device_deps (git-ignored) with the tree"
+  finish
 fi
 status deps "$(wc -l < "$ROOT/PACKAGES.txt" 2>/dev/null || echo '?') packages, $(du -sm "$ROOT" 2>/dev/null | cut -f1) MiB unpacked at $(elapsed) s"
 LIBDIR=$ROOT/usr/lib/x86_64-linux-gnu
@@ -204,7 +286,7 @@ RPATH_LINK=$(tr ':' '\n' <<<"$LDP" | sed 's/^/-Wl,-rpath-link,/' | tr '\n' ' ')
 HT_PY=/usr/bin/python3
 [[ -x "$HT_PY" ]] || HT_PY=$(command -v python3)
 if [[ "${HT_DEVICE_SKIP_BUILD:-0}" != 1 ]]; then
-  cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  limited "$(limit_for $CONFIGURE_LIMIT)" cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$ROOT/usr;$LIBDIR/cmake" \
     -DCMAKE_SYSTEM_IGNORE_PREFIX_PATH="${HT_DEVICE_IGNORE_PREFIX:-}" \
     -DMPI_C_COMPILER="$ROOT/usr/bin/mpicc.openmpi" -DMPI_CXX_COMPILER="$ROOT/usr/bin/mpicxx.openmpi" \
@@ -217,121 +299,164 @@ if [[ "${HT_DEVICE_SKIP_BUILD:-0}" != 1 ]]; then
     -DCMAKE_EXE_LINKER_FLAGS="$RPATH_LINK" "${CMAKE_CUDA_ARGS[@]}" >>"$LOG" 2>&1
   rc=$?
   status configure_rc $rc
-  if (( rc != 0 )); then tail -40 "$LOG"; fi
+  if (( rc != 0 )); then tail -40 "$LOG"; unverified configure "cmake: $(why $rc)"; fi
   targets=(hpctrain)
   [[ "$CPU_ONLY" != 1 ]] && targets+=(ht_gpu_tests)
-  timeout "$BUILD_LIMIT" cmake --build "$BUILD" -j "$CORES" --target "${targets[@]}" >>"$LOG" 2>&1
+  lim=$(limit_for "$BUILD_LIMIT")
+  limited "$lim" cmake --build "$BUILD" -j "$CORES" --target "${targets[@]}" >>"$LOG" 2>&1
   rc=$?
   status build_rc $rc
   status build_done_at_s "$(elapsed)"
-  if (( rc == 124 || rc == 137 )); then echo "device_check: build stopped by its $BUILD_LIMIT s limit"; tail -5 "$LOG"; fi
-  if (( rc != 0 )); then grep -E "error|FAILED" "$LOG" | head -30; fi
+  if (( rc == 124 || rc == 137 )); then echo "device_check: build stopped by its $lim s limit"; tail -5 "$LOG"; fi
+  if (( rc != 0 )); then grep -E "error|FAILED" "$LOG" | head -30; unverified build "$(why $rc) (limit $lim s)"; fi
+else
+  status build_rc "skipped (HT_DEVICE_SKIP_BUILD=1: reusing $BUILD)"
 fi
+write_json
+[[ -x "$BUILD/hpctrain" ]] || { unverified hpctrain "no $BUILD/hpctrain: nothing below can run"; finish; }
 
 # ---- 2b. the binary: unresolved libraries, and a 2-rank start through the relocated mpirun --------
-if [[ -x "$BUILD/hpctrain" ]]; then
-  ldd "$BUILD/hpctrain" >> "$LOG" 2>&1
-  missing=$(ldd "$BUILD/hpctrain" 2>&1 | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
-  status missing_libraries "${missing:-none}"
-  timeout 90 "$ROOT/usr/bin/mpirun.openmpi" --oversubscribe -np 2 "$BUILD/hpctrain" doctor --device cpu \
-    > "$RES/mpi_np2_doctor.txt" 2>&1
-  rc=$?
-  status mpi_np2_rc $rc
-  (( rc != 0 )) && tail -25 "$RES/mpi_np2_doctor.txt"
-fi
+ldd "$BUILD/hpctrain" >> "$LOG" 2>&1
+missing=$(ldd "$BUILD/hpctrain" 2>&1 | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+status missing_libraries "${missing:-none}"
+[[ -n "$missing" ]] && unverified libraries "unresolved: $missing"
+lim=$(limit_for $MPI_LIMIT)
+limited "$lim" "$ROOT/usr/bin/mpirun.openmpi" --oversubscribe -np 2 "$BUILD/hpctrain" doctor --device cpu \
+  > "$RES/mpi_np2_doctor.txt" 2>&1
+rc=$?
+status mpi_np2_rc $rc
+(( rc != 0 )) && { tail -25 "$RES/mpi_np2_doctor.txt"; unverified mpi_np2 "mpirun -np 2 hpctrain doctor --device cpu: $(why $rc) (limit $lim s)"; }
+write_json
 
 # ---- 3. GPU tests ------------------------------------------------------------------------------
 # One ctest call per test, each under its own time limit, so a hang costs one test (and says
-# which) instead of the whole phase; timeout kills the test's process group.
-if [[ "$CPU_ONLY" != 1 && -x "$BUILD/tests/ht_gpu_tests" ]]; then
+# which) instead of the whole phase; timeout kills the test's process group. A test counts as
+# passed only when its own ctest output says it ran and passed; skipped, failed, timed out, not
+# run for lack of time, or expected but not registered: each is named as not verified.
+EXPECTED_GPU_TESTS=(gpu_ops gpu_nccl gpu_nccl_timeout gpu_train_cpu_vs_gpu gpu_train_evaluation gpu_train_accumulation
+                    gpu_train_tf32 gpu_train_deterministic gpu_train_exact_resume gpu_train_shared_gpu)
+if [[ "$CPU_ONLY" == 1 ]]; then
+  status ctest_gpu_summary "not run (HT_DEVICE_CPU_ONLY=1)"
+elif [[ ! -x "$BUILD/tests/ht_gpu_tests" ]]; then
+  status ctest_gpu_summary "not run: no $BUILD/tests/ht_gpu_tests"
+  unverified gpu_tests "ht_gpu_tests was not built"
+else
   t_phase=$(date +%s)
-  mapfile -t GTESTS < <(cd "$BUILD" && ctest -L gpu -N 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: *//p')
+  mapfile -t LISTED < <(cd "$BUILD" && ctest -L gpu -N 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: *//p')
+  declare -A IS_LISTED=()
+  for t in "${LISTED[@]}"; do IS_LISTED[$t]=1; done
+  GTESTS=("${EXPECTED_GPU_TESTS[@]}")  # the expected ones first, in this order, then any others
+  for t in "${LISTED[@]}"; do [[ " ${EXPECTED_GPU_TESTS[*]} " == *" $t "* ]] || GTESTS+=("$t"); done
   : > "$RES/ctest_gpu.log"
-  passed=0; failed=0; skipped=0; results=""
+  passed=0; bad=0; results=""
   for t in "${GTESTS[@]}"; do
-    left=$(( CTEST_BUDGET - ($(date +%s) - t_phase) ))
-    lim=$(( left < CTEST_PER_TEST ? left : CTEST_PER_TEST ))
-    if (( lim < 15 )); then results+="$t=not_run "; continue; fi
-    t1=$(date +%s)
-    (cd "$BUILD" && timeout -k 5 "$lim" ctest -R "^${t}\$" --output-on-failure) >> "$RES/ctest_gpu.log" 2>&1
-    rc=$?
-    if (( rc == 124 || rc == 137 )); then verdict=timeout; failed=$((failed + 1))
-    elif grep -q "^ *[0-9]*/[0-9]* Test *#[0-9]*: ${t} .*Skipped" "$RES/ctest_gpu.log"; then verdict=skipped; skipped=$((skipped + 1))
-    elif (( rc == 0 )); then verdict=passed; passed=$((passed + 1))
-    else verdict=failed; failed=$((failed + 1)); fi
-    results+="$t=$verdict($(( $(date +%s) - t1 ))s) "
-    echo "device_check: ctest $t: $verdict in $(( $(date +%s) - t1 )) s (limit $lim s)" | tee -a "$LOG"
+    if [[ -z "${IS_LISTED[$t]:-}" ]]; then
+      verdict=not_registered
+    else
+      left=$(( CTEST_BUDGET - ($(date +%s) - t_phase) ))
+      lim=$(( left < CTEST_PER_TEST ? left : CTEST_PER_TEST ))
+      lim=$(limit_for "$lim")
+      if (( lim < 15 )); then
+        verdict=not_run_no_time
+      else
+        t1=$(date +%s)
+        out="$RES/.ctest_$t.log"
+        (cd "$BUILD" && timeout -k 5 "$lim" ctest -R "^${t}\$" --output-on-failure) > "$out" 2>&1
+        rc=$?
+        cat "$out" >> "$RES/ctest_gpu.log"
+        if (( rc == 124 || rc == 137 )); then verdict="timeout_${lim}s"
+        elif grep -q "Skipped\|Not Run\|No tests were found" "$out"; then verdict=skipped
+        elif (( rc == 0 )) && grep -q "100% tests passed, 0 tests failed out of 1$" "$out"; then verdict=passed
+        else verdict="failed_rc$rc"; fi
+        rm -f "$out"
+        echo "device_check: ctest $t: $verdict in $(( $(date +%s) - t1 )) s (limit $lim s)" | tee -a "$LOG"
+      fi
+    fi
+    results+="$t=$verdict "
+    if [[ $verdict == passed ]]; then passed=$((passed + 1)); else bad=$((bad + 1)); unverified "gpu test $t" "$verdict"; fi
+    status ctest_gpu_tests "${results% }"
+    write_json
   done
-  # A skip means "no usable GPU": on this machine, with a GPU device node, that is a failure.
-  gpu_present=0
-  { ls /dev/nvidia[0-9]* >/dev/null 2>&1 || nvidia-smi -L >/dev/null 2>&1; } && gpu_present=1
-  note=""
-  (( gpu_present && skipped > 0 )) && note=" (skipped although a GPU is present: see ctest_gpu.log)"
-  status ctest_gpu_rc $(( failed > 0 || ${#GTESTS[@]} == 0 || (gpu_present && skipped > 0) ))
-  status ctest_gpu_summary "${#GTESTS[@]} gpu tests: $passed passed, $failed failed, $skipped skipped in $(( $(date +%s) - t_phase )) s$note"
-  status ctest_gpu_tests "${results% }"
-  if (( failed > 0 || ${#GTESTS[@]} == 0 )) || [[ -n "$note" ]]; then tail -60 "$RES/ctest_gpu.log"; fi
+  status ctest_gpu_summary "${#GTESTS[@]} gpu tests: $passed passed, $bad not verified in $(( $(date +%s) - t_phase )) s"
+  (( bad > 0 )) && tail -60 "$RES/ctest_gpu.log"
 fi
+write_json
 
-# ---- 4. training: ResNet-18 (CIFAR variant) on synthetic data, 1 GPU ---------------------------
-if [[ -x "$BUILD/hpctrain" ]]; then
-  timeout 120 "$BUILD/hpctrain" doctor > "$RES/doctor.txt" 2>&1
-  status doctor_rc $?
-  grep -E "^(rank|[0-9]+ )|CUDA driver|cuDNN|NCCL" "$RES/doctor.txt" | head -8
-  sed -n '/^Problems/,$p' "$RES/doctor.txt" | head -12
-fi
-if [[ "$CPU_ONLY" != 1 && -x "$BUILD/hpctrain" ]]; then
+# ---- 4. doctor ---------------------------------------------------------------------------------
+# A GPU run's checks (default --device cuda); in CPU-only mode those of a CPU run.
+doctor_args=(); [[ "$CPU_ONLY" == 1 ]] && doctor_args=(--device cpu)
+lim=$(limit_for $DOCTOR_LIMIT)
+limited "$lim" "$BUILD/hpctrain" doctor "${doctor_args[@]}" > "$RES/doctor.txt" 2>&1
+rc=$?
+status doctor_rc $rc
+grep -E "^(rank|[0-9]+ )|CUDA driver|cuDNN|NCCL" "$RES/doctor.txt" | head -8
+sed -n '/^Problems/,$p' "$RES/doctor.txt" | head -12
+(( rc != 0 )) && unverified doctor "hpctrain doctor ${doctor_args[*]}: $(why $rc) (exit 1: problems found, see doctor.txt; limit $lim s)"
+write_json
+
+# ---- 5. training: ResNet-18 (CIFAR variant) on synthetic data, 1 GPU, and its losses -------------
+# The loss bound comes from a CPU run of the same command (--train.device cpu, same config, seed 42,
+# same max_steps, so the same initial weights, batches and schedule), on the 2-core dev VM at 10 s
+# a step: its first 10 losses are below. The GPU run must give (a) step 1 within 1e-3 relative of
+# the CPU's (same weights, same batch: only fp32 summation order differs), (b) steps 1-10 within 2e-2
+# relative (cuDNN's algorithms round differently; the trajectories drift apart slowly), (c) $STEPS
+# step records, every loss finite, and (d) a mean over the last 20 steps below 2.6, the CPU's worst
+# early loss (2.53) plus a margin: training did not diverge. The CPU reference for steps 11-300 was
+# not run (50 minutes there); with it, (d) can become "within X of the CPU's last-20 mean".
+CPU_REF_LOSSES="2.4179373903784875 2.387383996751385 2.3193111566779954 2.35956379640482 2.327320872994629 2.467078812404762 2.5265511745898332 2.337205956284467 2.2893858344081157 2.468210700194823"
+LAST20_MAX=2.6
+if [[ "$CPU_ONLY" == 1 ]]; then
+  status train_rc "not run (HT_DEVICE_CPU_ONLY=1)"
+else
   RUN=$(mktemp -d /tmp/ht-device-run.XXXXXX)
-  left=$(( TOTAL_LIMIT - $(elapsed) ))
-  (( left < 60 )) && left=60
-  timeout "$left" "$BUILD/hpctrain" train --config configs/resnet18_cifar10.ini --data.synthetic true \
-    --train.device cuda --train.max_steps "$STEPS" --train.eval false --run.dir "$RUN" > "$RES/train.log" 2>&1
-  status train_rc $?
-  tail -15 "$RES/train.log"
-  if [[ -f "$RUN/metrics.jsonl" ]]; then
-    cp "$RUN/metrics.jsonl" "$RES/train_metrics.jsonl"
-    python3 - "$RUN/metrics.jsonl" > "$RES/train_summary.txt" <<'PYEOF'
-import json, sys
+  lim=$(limit_for $TRAIN_LIMIT)
+  if (( lim < 20 )); then
+    unverified training "not run: $lim s left before the $TOTAL_LIMIT s deadline"
+  else
+    timeout "$lim" "$BUILD/hpctrain" train --config configs/resnet18_cifar10.ini --data.synthetic true \
+      --train.device cuda --train.max_steps "$STEPS" --train.eval false --run.dir "$RUN" > "$RES/train.log" 2>&1
+    rc=$?
+    status train_rc $rc
+    tail -15 "$RES/train.log"
+    (( rc != 0 )) && unverified training "$(why $rc) (limit $lim s; see train.log)"
+    if [[ -f "$RUN/metrics.jsonl" ]]; then
+      cp "$RUN/metrics.jsonl" "$RES/train_metrics.jsonl"
+      python3 - "$RUN/metrics.jsonl" "$STEPS" "$CPU_REF_LOSSES" "$LAST20_MAX" > "$RES/train_summary.txt" <<'PYEOF'
+import json, math, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
 steps = [s for s in steps if s.get("event") == "step"]
+want, ref, last_max = int(sys.argv[2]), [float(x) for x in sys.argv[3].split()], float(sys.argv[4])
+bad = []
 if not steps:
-    print("steps=0"); sys.exit()
-tail = steps[len(steps)//2:] or steps
-ips = sorted(s.get("images_per_s", 0) for s in tail)
-ms = sorted(s.get("step_ms", 0) for s in tail)
-print(f"steps={steps[-1].get('step')} first_loss={steps[0].get('loss')} last_loss={steps[-1].get('loss')} "
+    print("steps=0 loss_check=FAIL(no step records)"); sys.exit()
+loss = [s.get("loss") for s in steps]
+if len(steps) != want or steps[-1].get("step") != want:
+    bad.append(f"{len(steps)} step records ending at step {steps[-1].get('step')}, expected {want}")
+nonfinite = [s.get("step") for s in steps if not isinstance(s.get("loss"), (int, float)) or not math.isfinite(s["loss"])]
+if nonfinite:
+    bad.append(f"non-finite loss at steps {nonfinite[:5]}")
+if loss and isinstance(loss[0], float) and abs(loss[0] - ref[0]) > 1e-3 * ref[0]:
+    bad.append(f"step 1 loss {loss[0]} vs CPU {ref[0]} (bound 1e-3 relative)")
+for i, (g, c) in enumerate(zip(loss[:len(ref)], ref)):
+    if not isinstance(g, float) or abs(g - c) > 2e-2 * c:
+        bad.append(f"step {i + 1} loss {g} vs CPU {c} (bound 2e-2 relative)"); break
+tail = [x for x in loss[-20:] if isinstance(x, float) and math.isfinite(x)]
+mean20 = sum(tail) / len(tail) if tail else float("nan")
+if not (mean20 < last_max):
+    bad.append(f"mean loss of the last 20 steps {mean20:.4f}, bound {last_max}")
+tl = steps[len(steps)//2:] or steps
+ips = sorted(s.get("images_per_s", 0) for s in tl)
+ms = sorted(s.get("step_ms", 0) for s in tl)
+print(f"steps={steps[-1].get('step')} first_loss={loss[0]} last_loss={loss[-1]} last20_mean={mean20:.4f} "
       f"median_images_per_s={ips[len(ips)//2]:.1f} median_step_ms={ms[len(ms)//2]:.2f} "
-      f"gpu_mem_bytes={steps[-1].get('gpu_memory_used_bytes', steps[-1].get('gpu_mem_used_bytes', 'n/a'))}")
+      f"gpu_mem_bytes={steps[-1].get('gpu_memory_used_bytes', steps[-1].get('gpu_mem_used_bytes', 'n/a'))} "
+      f"loss_check={'ok' if not bad else 'FAIL(' + '; '.join(bad) + ')'}")
 PYEOF
-    status train_summary "$(cat "$RES/train_summary.txt")"
+      status train_summary "$(cat "$RES/train_summary.txt")"
+      grep -q "loss_check=ok" "$RES/train_summary.txt" || unverified "training loss" "$(sed -n 's/.*loss_check=//p' "$RES/train_summary.txt")"
+    else
+      unverified "training loss" "no metrics.jsonl written"
+    fi
   fi
 fi
-
-# ---- 5. results -------------------------------------------------------------------------------
-status total_s "$(elapsed)"
-gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
-status gpu "${gpu:-none seen by nvidia-smi}"
-# JSON by hand (no jq there); values are strings: backslash, quote and control characters escaped.
-jstr() { local v=$1; v=${v//\\/\\\\}; v=${v//\"/\\\"}; v=${v//$'\n'/\\n}; v=${v//$'\t'/\\t}; v=${v//$'\r'/\\r}
-         printf '"%s"' "$(tr -d '\000-\010\013\014\016-\037' <<<"$v")"; }
-{
-  echo "{"
-  first=1
-  for k in $(printf '%s\n' "${!R[@]}" | sort); do
-    (( first )) || echo ","
-    printf '  %s: %s' "$(jstr "$k")" "$(jstr "${R[$k]}")"
-    first=0
-  done
-  echo
-  echo "}"
-} > "$RES/device_check.json"
-if python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$RES/device_check.json" 2>>"$LOG"; then
-  echo "device_check: $RES/device_check.json is valid JSON" >> "$LOG"
-else
-  echo "device_check: $RES/device_check.json is NOT valid JSON (see $LOG)"
-fi
-echo
-echo "==== hpctrain device check ($(date -u +%FT%TZ)) ===="
-for k in gpu configure_rc build_rc build_done_at_s ctest_gpu_rc ctest_gpu_summary doctor_rc train_rc train_summary total_s; do
-  printf '%-18s %s\n' "$k" "${R[$k]:-n/a}"
-done
+finish

@@ -27,14 +27,18 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
 }
 }  // namespace
 
-int bind_rank_gpu(MPI_Comm comm, const std::string& host, bool allow_shared_gpu, std::string* uuid) {
+int bind_rank_gpu(MPI_Comm comm, MPI_Comm local, const std::string& host, bool allow_shared_gpu, std::string* uuid) {
   int rank = 0;
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  // The node: the lowest rank (in `comm`) among the ranks sharing memory with this one.
+  int node = rank;
+  if (local != MPI_COMM_NULL) HT_MPI_CHECK(MPI_Allreduce(&rank, &node, 1, MPI_INT, MPI_MIN, local));
   GpuEnv env = probe_gpu_env();
   GpuDiagnosis diag = diagnose_gpu_env(env);
-  // One record per rank: host \x1f status-ok \x1f diagnosis \x1f fix \x1f uuid \x1f uuid ...
+  // One record per rank: node \x1f host \x1f status-ok \x1f diagnosis \x1f fix \x1f uuid \x1f uuid ...
   const char sep = '\x1f';
-  std::string mine = host + sep + (diag.status == GpuStatus::kOk ? "1" : "0") + sep + diag.summary + sep + diag.fix;
+  std::string mine = std::to_string(node) + sep + host + sep + (diag.status == GpuStatus::kOk ? "1" : "0") + sep +
+                     diag.summary + sep + diag.fix;
   for (const auto& d : env.devices) mine += sep + d.uuid;
   std::vector<RankGpus> ranks;
   std::string first_bad;
@@ -47,10 +51,10 @@ int bind_rank_gpu(MPI_Comm comm, const std::string& host, bool allow_shared_gpu,
       if (next == std::string::npos) break;
       pos = next + 1;
     }
-    while (f.size() < 4) f.emplace_back();
-    if (f[1] != "1" && first_bad.empty())
-      first_bad = "rank " + std::to_string(ranks.size()) + " on " + f[0] + ": " + f[2] + "; fix: " + f[3];
-    ranks.push_back(RankGpus{f[0], std::vector<std::string>(f.begin() + 4, f.end())});
+    while (f.size() < 5) f.emplace_back();
+    if (f[2] != "1" && first_bad.empty())
+      first_bad = "rank " + std::to_string(ranks.size()) + " on " + f[1] + ": " + f[3] + "; fix: " + f[4];
+    ranks.push_back(RankGpus{f[1], std::vector<std::string>(f.begin() + 5, f.end()), std::stoi(f[0])});
   }
   if (!first_bad.empty())
     throw UsageError("train.device = cuda but no usable GPU: " + first_bad +

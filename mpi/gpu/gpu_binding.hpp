@@ -1,6 +1,6 @@
 #pragma once
-// The binding step of a GPU run over MPI: gathers every rank's host and visible GPUs and applies the
-// plan of cuda/binding_plan.hpp. Part of mpi/gpu, the bridge between the MPI and CUDA layers.
+// The binding step of a GPU run over MPI: gathers every rank's node, host and visible GPUs and applies
+// the plan of cuda/binding_plan.hpp. Part of mpi/gpu, the bridge between the MPI and CUDA layers.
 #include <mpi.h>
 
 #include <string>
@@ -13,7 +13,12 @@ namespace ht {
 /// (exit 2) on every rank when any rank has no usable GPU, naming the rank, host and the reason (no
 /// device, driver missing, driver older than the runtime, CUDA_VISIBLE_DEVICES empty) with its fix,
 /// and when two ranks would share a GPU unless allow_shared_gpu. `host` is this rank's
-/// host name (DistContext::host).
-int bind_rank_gpu(MPI_Comm comm, const std::string& host, bool allow_shared_gpu, std::string* uuid = nullptr);
+/// host name (DistContext::host), used in messages only. Ranks are grouped into nodes by `local`, this
+/// rank's shared-memory communicator (DistContext::local, from MPI_Comm_split_type
+/// MPI_COMM_TYPE_SHARED): the ranks that share memory share the node's GPUs, whatever their host
+/// names say (aliases of one node, or one name on several nodes, as in containers). Its members must
+/// be members of `comm`.
+int bind_rank_gpu(MPI_Comm comm, MPI_Comm local, const std::string& host, bool allow_shared_gpu,
+                  std::string* uuid = nullptr);
 
 }  // namespace ht

@@ -207,17 +207,23 @@ AllreduceResult nccl_allreduce_check(const DoctorOptions& o, const DistContext& 
     std::unique_ptr<float, void (*)(float*)> guard(dbuf, [](float* p) { cudaFree(p); });
     std::vector<float> host(res.count, static_cast<float>(d.rank + 1));
     std::span<float> data(dbuf, res.count);
+    // The fill and the read-back go on the compute stream, which the communicator orders its NCCL
+    // stream after (and before again on completion). A plain cudaMemcpy would run on the legacy
+    // default stream, which the non-blocking NCCL and compute streams do not wait for: with pageable
+    // memory it may return before the copy has landed, so the allreduce could read a partial fill.
+    const cudaStream_t stream = cuda::ctx().compute;
     for (int it = 0; it <= iters; ++it) {
-      HT_CUDA_CHECK(cudaMemcpy(dbuf, host.data(), res.count * sizeof(float), cudaMemcpyHostToDevice));
+      HT_CUDA_CHECK(cudaMemcpyAsync(dbuf, host.data(), res.count * sizeof(float), cudaMemcpyHostToDevice, stream));
+      HT_CUDA_CHECK(cudaStreamSynchronize(stream));  // the fill is complete before the timed region
       HT_MPI_CHECK(MPI_Barrier(d.world));
       auto t0 = std::chrono::steady_clock::now();
       comm->allreduce_sum(data);  // blocking: returns after the sum is in dbuf (or throws on the limit)
       auto t1 = std::chrono::steady_clock::now();
       if (it > 0) elapsed += std::chrono::duration<double>(t1 - t0).count();
     }
-    cuda::synchronize();
     std::vector<float> back(res.count);
-    HT_CUDA_CHECK(cudaMemcpy(back.data(), dbuf, res.count * sizeof(float), cudaMemcpyDeviceToHost));
+    HT_CUDA_CHECK(cudaMemcpyAsync(back.data(), dbuf, res.count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    HT_CUDA_CHECK(cudaStreamSynchronize(stream));
     const float want = static_cast<float>(d.world_size) * (d.world_size + 1) / 2.f;
     ok = std::all_of(back.begin(), back.end(), [&](float v) { return v == want; });
   } catch (const std::exception& e) {

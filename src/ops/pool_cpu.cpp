@@ -1,6 +1,10 @@
 // CPU pooling. Max pool: oneDNN 2.6 pooling_forward (forward_training, so it emits the arg-max
 // workspace) and pooling_backward, built once per shape in the caller's OpCache; tensors are plain
-// NCHW and wrapped without copies. Global average pool: own loops (one reduction per plane).
+// NCHW and wrapped without copies. NaN propagates as in PyTorch (planes holding a NaN are redone by
+// own code: fix_nan_forward/backward below). Global average pool: own loops (one reduction per plane).
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "src/ops/dnnl_util.hpp"
@@ -64,9 +68,65 @@ void run_forward(MaxPoolCache& c, const Tensor& x, Tensor& y) {
   c.ws_src = x.raw();
 }
 
+// ---- NaN, as PyTorch: a window holding a NaN gives NaN and routes its gradient to its last NaN ----
+// (PyTorch's max pool takes a value when `v > max || isnan(v)`.) oneDNN's max does not propagate
+// NaN, so planes holding one are redone here; planes without NaN keep oneDNN's result.
+
+/// True when the plane holds a NaN (x != x: one vectorisable pass).
+bool plane_has_nan(const float* p, int64_t n) {
+  bool nan = false;
+#pragma omp simd reduction(|| : nan)
+  for (int64_t i = 0; i < n; ++i) nan = nan || (p[i] != p[i]);
+  return nan;
+}
+
+/// Index in the plane of the PyTorch arg-max of output (p, q): the first maximum, or the last NaN.
+int64_t torch_argmax(const float* plane, const PoolShape& sh, int p, int q) {
+  int64_t arg = -1;
+  float best = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < sh.kernel; ++i)
+    for (int j = 0; j < sh.kernel; ++j) {
+      const int hi = p * sh.stride - sh.pad + i, wj = q * sh.stride - sh.pad + j;
+      if (hi < 0 || hi >= sh.h || wj < 0 || wj >= sh.w) continue;
+      const int64_t idx = static_cast<int64_t>(hi) * sh.w + wj;
+      const float v = plane[idx];
+      if (arg < 0 || v > best || std::isnan(v)) {
+        best = v;
+        arg = idx;
+      }
+    }
+  return arg;
+}
+
+/// Forward of the planes holding a NaN (y already has oneDNN's result for the others).
+void fix_nan_forward(const PoolShape& sh, const float* x, float* y) {
+  const int64_t hw = int64_t{sh.h} * sh.w, pq = int64_t{sh.p()} * sh.q();
+  for (int64_t nc = 0; nc < int64_t{sh.n} * sh.c; ++nc) {
+    const float* plane = x + nc * hw;
+    if (!plane_has_nan(plane, hw)) continue;
+    for (int p = 0; p < sh.p(); ++p)
+      for (int q = 0; q < sh.q(); ++q) y[nc * pq + int64_t{p} * sh.q() + q] = plane[torch_argmax(plane, sh, p, q)];
+  }
+}
+
+/// Backward of the planes holding a NaN: dx overwritten there, dy added in output order as PyTorch.
+void fix_nan_backward(const PoolShape& sh, const float* x, const float* dy, float* dx) {
+  const int64_t hw = int64_t{sh.h} * sh.w, pq = int64_t{sh.p()} * sh.q();
+  for (int64_t nc = 0; nc < int64_t{sh.n} * sh.c; ++nc) {
+    const float* plane = x + nc * hw;
+    if (!plane_has_nan(plane, hw)) continue;
+    float* g = dx + nc * hw;
+    std::fill(g, g + hw, 0.f);
+    for (int p = 0; p < sh.p(); ++p)
+      for (int q = 0; q < sh.q(); ++q) g[torch_argmax(plane, sh, p, q)] += dy[nc * pq + int64_t{p} * sh.q() + q];
+  }
+}
+
+
 void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
   auto& c = maxpool_cache(cache, sh);
   run_forward(c, x, y);
+  fix_nan_forward(sh, x.data<float>(), y.data<float>());
 }
 
 void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -82,6 +142,7 @@ void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x,
                       {DNNL_ARG_DIFF_SRC, du::wrap(c.x_md, dx)},
                       {DNNL_ARG_WORKSPACE, c.ws},
                       {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.bwd_pd.scratchpad_desc())}});
+  fix_nan_backward(sh, x.data<float>(), dy.data<float>(), dx.data<float>());
 }
 
 // ---- global average pool (own code) -----------------------------------------------------------

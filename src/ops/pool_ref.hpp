@@ -1,7 +1,8 @@
 #pragma once
 // Naive reference pooling (see pool.hpp), templated on the element type (float/double) over raw
 // NCHW pointers, for tests. Max pool: padding is -inf, the first maximum of a window in row-major
-// order wins (PyTorch's tie rule); windows are recomputed in backward rather than saved.
+// order wins (PyTorch's tie rule), a NaN beats every number and the last NaN wins (PyTorch's
+// `v > max || isnan(v)`); windows are recomputed in backward rather than saved.
 #include <cstdint>
 #include <limits>
 
@@ -20,7 +21,7 @@ template <class T> int64_t maxpool2d_argmax(const T* x, const PoolShape& sh, int
       const int hi = p * sh.stride - sh.pad + i, wj = q * sh.stride - sh.pad + j;
       if (hi < 0 || hi >= sh.h || wj < 0 || wj >= sh.w) continue;
       const int64_t idx = plane + static_cast<int64_t>(hi) * sh.w + wj;
-      if (arg < 0 || x[idx] > best) { best = x[idx]; arg = idx; }
+      if (arg < 0 || x[idx] > best || x[idx] != x[idx]) { best = x[idx]; arg = idx; }  // NaN wins, last one
     }
   return arg;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """GPU training checks (ctest label gpu; exit 77 = skipped when this machine has no usable GPU).
 
-usage: gpu_train.py cpu_vs_gpu | deterministic | exact_resume | shared_gpu
+usage: gpu_train.py cpu_vs_gpu | deterministic | exact_resume | shared_gpu | evaluation | accumulation | tf32
 - cpu_vs_gpu: 20 steps of fmnist_cnn on synthetic data, same seed, on CPU and on GPU: losses within
   1e-3 relative at every step (fp32).
 - deterministic: two GPU runs with train.deterministic give bitwise-equal losses.
@@ -11,6 +11,13 @@ usage: gpu_train.py cpu_vs_gpu | deterministic | exact_resume | shared_gpu
   and the GPU, and no rank hangs; with it, gradients go through MPI staged via host memory, and 20
   steps of mlp (no batch norm, so the per-rank split does not change the maths) match one rank on
   the GPU within 1e-3 relative.
+- evaluation: 20 steps of fmnist_cnn (batch norm) with train.eval on CPU and GPU: the test loss (batch
+  norm in inference mode, running statistics) within 1e-3 relative and top-1 within 2 samples.
+- accumulation: train.accumulation_steps 2 on the GPU: fmnist_cnn against the CPU with the same setting
+  (1e-3 relative at every step), and mlp (no batch norm: two micro-batches of 32 give the same
+  gradient as one of 64) against accumulation 1 on the GPU (1e-3 relative).
+- tf32: train.precision tf32 on the GPU: finite losses within 2e-2 relative of fp32 at every step
+  (TF32 rounds conv/GEMM inputs to a 10-bit mantissa, ~5e-4 per op; 20 SGD steps compound it).
 """
 import json
 import os
@@ -29,6 +36,9 @@ def train(run_dir, device, *extra, expect=0, ranks=0, model="fmnist_cnn", faults
            "--data.synthetic_width", "16", "--data.synthetic_channels", "1", "--model.name", model,
            "--train.global_batch", "64", "--train.epochs", "0", "--train.max_steps", "20", "--train.eval", "false",
            "--optim.lr", "0.05", "--run.dir", run_dir, "--train.device", device] + list(extra)
+    if "--train.eval" in extra:  # an option may be given once: the caller's replaces the default
+        i = cmd.index("--train.eval")
+        del cmd[i:i + 2]
     env = dict(os.environ, **({"HT_TEST_FAULTS": faults} if faults else {}))
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=env)
     if p.returncode != expect:
@@ -127,6 +137,53 @@ def shared_gpu(tmp):
         assert abs(x - y) <= 1e-3 * abs(x), f"step {i + 1}: 1 rank {x}, 2 ranks sharing the GPU {y}"
     print("shared GPU: refused without dist.allow_shared_gpu; with it 20 losses within 1e-3 of one rank; last",
           a[-1], b[-1])
+
+
+def eval_record(run_dir):
+    recs = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    ev = [r for r in recs if r["event"] == "eval"]
+    assert len(ev) == 1, ev
+    return ev[0]
+
+
+def evaluation(tmp):
+    for dev in ("cpu", "cuda"):
+        train(os.path.join(tmp, dev), dev, "--train.eval", "true")
+    a, b = eval_record(os.path.join(tmp, "cpu")), eval_record(os.path.join(tmp, "cuda"))
+    assert a["samples"] == b["samples"] > 0, (a, b)
+    assert abs(a["loss"] - b["loss"]) <= 1e-3 * abs(a["loss"]), f"test loss: cpu {a['loss']} gpu {b['loss']}"
+    assert abs(a["top1"] - b["top1"]) * a["samples"] <= 2, f"top1: cpu {a['top1']} gpu {b['top1']}"
+    print("evaluation on GPU: test loss", b["loss"], "top1", b["top1"], "over", b["samples"], "samples; CPU",
+          a["loss"], a["top1"])
+
+
+def accumulation(tmp):
+    acc = ["--train.accumulation_steps", "2"]
+    train(os.path.join(tmp, "cpu"), "cpu", *acc)
+    train(os.path.join(tmp, "gpu"), "cuda", *acc)
+    a, b = losses(os.path.join(tmp, "cpu")), losses(os.path.join(tmp, "gpu"))
+    assert len(a) == len(b) == 20, (len(a), len(b))
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert abs(x - y) <= 1e-3 * abs(x), f"step {i + 1}: cpu {x} gpu {y} (accumulation_steps 2)"
+    train(os.path.join(tmp, "mlp1"), "cuda", model="mlp")
+    train(os.path.join(tmp, "mlp2"), "cuda", *acc, model="mlp")
+    c, d = losses(os.path.join(tmp, "mlp1")), losses(os.path.join(tmp, "mlp2"))
+    assert len(c) == len(d) == 20, (len(c), len(d))
+    for i, (x, y) in enumerate(zip(c, d)):
+        assert abs(x - y) <= 1e-3 * abs(x), f"step {i + 1}: mlp accumulation 1 {x}, accumulation 2 {y}"
+    print("accumulation_steps 2 on GPU: 20 losses within 1e-3 of the CPU (fmnist_cnn) and of one micro-batch (mlp)")
+
+
+def tf32(tmp):
+    train(os.path.join(tmp, "fp32"), "cuda")
+    p = train(os.path.join(tmp, "tf32"), "cuda", "--train.precision", "tf32")
+    a, b = losses(os.path.join(tmp, "fp32")), losses(os.path.join(tmp, "tf32"))
+    assert len(a) == len(b) == 20, (len(a), len(b))
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert y == y and abs(y) != float("inf"), f"step {i + 1}: tf32 loss {y}"
+        assert abs(x - y) <= 2e-2 * abs(x), f"step {i + 1}: fp32 {x} tf32 {y}"
+    same = sum(1 for x, y in zip(a, b) if x == y)
+    print(f"tf32 on GPU: 20 finite losses within 2e-2 of fp32 ({same} of 20 bitwise equal); last", a[-1], b[-1])
 
 
 if __name__ == "__main__":

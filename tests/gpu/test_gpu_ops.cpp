@@ -15,12 +15,16 @@
 //    correction M/(M-1) changes running_var by ~6e-4 relative at these sizes, so 1e-5 tells
 //    biased from unbiased).
 //  - global average pool, softmax cross-entropy: 1e-6 (same arithmetic, other summation order);
-//  - ReLU, add, scale, max pool forward (selection, no arithmetic): bitwise equal. Max pool backward
+//  - sgd_update: 1e-6 (the same element math; FMA contraction on the GPU only);
+//  - ReLU, add, scale, max pool forward (selection, no arithmetic; NaN propagates): bitwise equal. Max pool backward
 //    is bitwise when windows do not overlap; with overlap an input can collect up to
 //    ceil(k/s)^2 gradients, summed in another order: 1e-6.
 #include <catch2/catch.hpp>
 
+#include <cuda_runtime.h>
+
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cuda/allocator.hpp"
@@ -32,6 +36,7 @@
 #include "src/ops/elementwise.hpp"
 #include "src/ops/linear.hpp"
 #include "src/ops/pool.hpp"
+#include "src/ops/sgd_update.hpp"
 #include "src/ops/softmax_xent.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
@@ -300,6 +305,36 @@ TEST_CASE("maxpool2d on the GPU equals the CPU, padding acting as -inf", "[gpu_o
   }
 }
 
+TEST_CASE("maxpool2d on the GPU propagates NaN as PyTorch and the CPU", "[gpu_ops][pool]") {
+  // cuDNN with CUDNN_PROPAGATE_NAN: a window holding a NaN gives NaN (PyTorch: `v > max || isnan(v)`).
+  // Non-overlapping windows (2x2/2), so each dy lands on one input: PyTorch and the CPU route a NaN
+  // window's gradient to its last NaN; finite windows must equal the CPU bitwise.
+  const PoolShape sh{2, 3, 8, 8, 2, 2, 0};
+  Tensor x = randn({sh.n, sh.c, sh.h, sh.w}, 13);
+  auto xv = x.span<float>();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i : {size_t{0}, size_t{9}, size_t{64 + 18}, size_t{64 + 27}, size_t{5 * 64 + 63}}) xv[i] = nan;
+  Tensor dy = randn({sh.n, sh.c, sh.p(), sh.q()}, 14);
+  OpCachePtr cc, gc;
+  Tensor y_ref = Tensor::empty({sh.n, sh.c, sh.p(), sh.q()}), dx_ref = Tensor::empty(x.shape());
+  cpu::pool.maxpool2d_forward(cc, sh, x, y_ref);
+  cpu::pool.maxpool2d_backward(cc, sh, x, y_ref, dy, dx_ref);
+  Tensor xg = gpu(x), yg = poisoned(y_ref.shape()), dxg = poisoned(x.shape());
+  maxpool2d_forward(gc, sh, xg, yg);
+  maxpool2d_backward(gc, sh, xg, yg, gpu(dy), dxg);
+  Tensor y = host(yg), dx = host(dxg);
+  int nan_windows = 0;
+  for (size_t i = 0; i < static_cast<size_t>(y.numel()); ++i) {
+    const float r = y_ref.span<float>()[i], g = y.span<float>()[i];
+    INFO("output " << i << ": cpu " << r << " gpu " << g);
+    CHECK(std::isnan(g) == std::isnan(r));
+    if (!std::isnan(r)) CHECK(std::memcmp(&g, &r, sizeof(float)) == 0);
+    nan_windows += std::isnan(r) ? 1 : 0;
+  }
+  CHECK(nan_windows == 4);  // 0 and 9 share a window
+  CHECK(bit_equal(dxg, dx_ref));  // includes where each NaN window's gradient went
+}
+
 TEST_CASE("global average pool on the GPU matches the CPU (rel 1e-6)", "[gpu_ops][pool]") {
   for (std::vector<int64_t> xs : {std::vector<int64_t>{3, 5, 4, 4}, std::vector<int64_t>{5, 7, 7, 7}}) {
     Tensor x = randn(xs, 1), dy = randn({xs[0], xs[1]}, 2);
@@ -359,6 +394,41 @@ TEST_CASE("count_nonfinite on the GPU counts NaN and Inf like the CPU", "[gpu_op
   CHECK(count_nonfinite(gpu(x)) == 10);
 }
 
+TEST_CASE("sgd_update on the GPU matches the CPU (rel 1e-6)", "[gpu_ops][sgd]") {
+  // Three steps over more elements than one grid covers (the kernel caps its grid at 4096 x 256, so
+  // the grid-stride loop runs), on a sub-range: the elements outside it must stay untouched. nvcc
+  // contracts g + wd*p and momentum*buf + g into FMAs, the CPU build may not: the results differ by
+  // rounding only, far under 1e-6 of the largest value, while any indexing, sign, nesterov or
+  // weight-decay error is O(lr).
+  const int64_t n = int64_t{4096} * 256 * 2 + 37, lo = 13, hi = n - 5;
+  for (bool nesterov : {false, true}) {
+    for (float wd : {0.f, 5e-4f}) {
+      INFO("nesterov " << nesterov << " weight decay " << wd);
+      Tensor p = randn({n}, 21), buf = randn({n}, 22, 0.f, 0.1f);
+      Tensor pg = gpu(p), bufg = gpu(buf);
+      for (int step = 0; step < 3; ++step) {
+        Tensor g = randn({n}, 30 + static_cast<uint32_t>(step));
+        Tensor gg = gpu(g);
+        const float lr = 0.1f / (step + 1), momentum = 0.9f;
+        cpu::sgd.update(p.data<float>() + lo, g.data<float>() + lo, buf.data<float>() + lo, hi - lo, lr, momentum, wd,
+                        nesterov);
+        sgd_update(Device::cuda, pg.data<float>() + lo, gg.data<float>() + lo, bufg.data<float>() + lo, hi - lo, lr,
+                   momentum, wd, nesterov);  // the dispatcher, as the optimizer calls it
+      }
+      CHECK(rel_err(pg, p) < 1e-6);
+      CHECK(rel_err(bufg, buf) < 1e-6);
+      Tensor ph = host(pg), p0 = randn({n}, 21);
+      for (int64_t i : {int64_t{0}, lo - 1, hi, n - 1}) {  // outside [lo, hi): the initial values
+        INFO("element " << i);
+        CHECK(std::memcmp(&ph.span<float>()[static_cast<size_t>(i)], &p0.span<float>()[static_cast<size_t>(i)],
+                          sizeof(float)) == 0);
+      }
+    }
+  }
+  sgd_update(Device::cuda, nullptr, nullptr, nullptr, 0, 0.1f, 0.9f, 0.f, false);  // n = 0: nothing to do
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+}
+
 TEST_CASE("softmax cross-entropy on the GPU matches the CPU (rel 1e-6)", "[gpu_ops][softmax_xent]") {
   for (int k : {10, 1000}) {
     for (float eps : {0.f, 0.1f}) {
@@ -403,15 +473,20 @@ TEST_CASE("softmax cross-entropy on the GPU reports a label out of range", "[gpu
 
 TEST_CASE("CUDA out of memory names the layer, the bytes and the remedies", "[gpu_ops][allocator]") {
   cuda::CurrentLayer layer("layer3.1.conv2");
+  // The device's memory plus 1 GiB: a request that fails as out of memory. (A far larger one, such
+  // as 1 PiB, can fail earlier in the virtual-address reservation, with another error code.)
+  size_t free_b = 0, total_b = 0;
+  REQUIRE(cudaMemGetInfo(&free_b, &total_b) == cudaSuccess);
+  const int64_t want = static_cast<int64_t>(total_b) + (int64_t{1} << 30);
   try {
-    Tensor t = Tensor::empty({int64_t{1} << 50}, DType::u8, Device::cuda);  // 1 PiB
-    FAIL("a 1 PiB allocation succeeded");
+    Tensor t = Tensor::empty({want}, DType::u8, Device::cuda);
+    FAIL("an allocation of the device's memory + 1 GiB succeeded");
   } catch (const RuntimeError& e) {
     const std::string m = e.what();
     INFO(m);
     CHECK(m.find("out of memory") != std::string::npos);
     CHECK(m.find("layer3.1.conv2") != std::string::npos);
-    CHECK(m.find(std::to_string(int64_t{1} << 50) + " bytes") != std::string::npos);
+    CHECK(m.find(std::to_string(want) + " bytes") != std::string::npos);
     CHECK(m.find("accumulation_steps") != std::string::npos);
     CHECK(m.find("bf16") != std::string::npos);
   }

@@ -90,3 +90,22 @@ TEST_CASE("binding: no GPU on a rank is an error for binding", "[binding]") {
   CHECK(get(p, BindingIssue::Kind::kNoGpu).ranks == std::vector<int>{1});
   CHECK_THROWS_WITH(bind_or_throw(p, 0, true), Catch::Contains("rank 1 see"));
 }
+
+TEST_CASE("binding: ranks are grouped by node when it is known, not by host name", "[binding]") {
+  const std::vector<std::string> two = {"GPU-0", "GPU-1"}, one = {"GPU-0"};
+  // One node under two names: GPUs 0 and 1 (by host name both would take GPU 0).
+  BindingPlan p = plan_binding({{"n1", two, 0}, {"n1.cluster", two, 0}});
+  CHECK(p.local_rank == std::vector<int>{0, 1});
+  CHECK(p.device == std::vector<int>{0, 1});
+  CHECK(p.issues.empty());
+  // Two nodes of one name (containers): each rank alone, no sharing (by host name: a shared GPU).
+  p = plan_binding({{"localhost", one, 0}, {"localhost", one, 1}});
+  CHECK(p.device == std::vector<int>{0, 0});
+  CHECK(p.issues.empty());
+  CHECK(!plan_binding({{"localhost", one}, {"localhost", one}}).issues.empty());
+  // Sharing within a node named by aliases: the message names the node by its first rank's host.
+  p = plan_binding({{"n1", one, 0}, {"n1.cluster", one, 0}});
+  REQUIRE(has(p, BindingIssue::Kind::kSharedGpu));
+  CHECK(get(p, BindingIssue::Kind::kSharedGpu).message == "ranks 0 and 1 on host n1 would both bind GPU GPU-0");
+  CHECK_THROWS_AS(bind_or_throw(p, 1, false), UsageError);
+}

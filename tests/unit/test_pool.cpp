@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -150,4 +152,73 @@ TEST_CASE("global average pool matches finite differences and the reference", "[
     CHECK(max_rel_err(to_vec(ty), yr) < 1e-6);
     CHECK(max_rel_err(to_vec(tdx), num) < 1e-6);
   }
+}
+
+TEST_CASE("maxpool2d propagates NaN as PyTorch", "[pool][nan]") {
+  // PyTorch (CPU and CUDA) takes a value when `v > max || isnan(v)`: a window holding a NaN gives
+  // NaN, and its gradient goes to the window's last NaN in row-major order. 4x4, kernel 2 stride 2:
+  //   [ 1 NaN | 3  4 ]      y = [[NaN, 8], [NaN, 16]]
+  //   [ 5  6  | 7  8 ]
+  //   [NaN 10 | 11 12]      window (1,0) holds NaN at 8 and 13: 13 (the last) gets its gradient
+  //   [ 14 NaN| 15 16]
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto sh = pool(1, 1, 4, 4, 2, 2, 0);
+  Tensor tx = Tensor::empty({1, 1, 4, 4});
+  auto xv = tx.span<float>();
+  for (int i = 0; i < 16; ++i) xv[i] = static_cast<float>(i + 1);
+  xv[1] = nan;
+  xv[8] = nan;
+  xv[13] = nan;
+  OpCachePtr cache;
+  Tensor ty = Tensor::empty({1, 1, 2, 2});
+  cpu::pool.maxpool2d_forward(cache, sh, tx, ty);
+  auto yv = ty.span<float>();
+  CHECK(std::isnan(yv[0]));
+  CHECK(yv[1] == 8.f);
+  CHECK(std::isnan(yv[2]));
+  CHECK(yv[3] == 16.f);
+  Tensor tdy = to_tensor({1, 2, 3, 4}, {1, 1, 2, 2}), tdx = Tensor::empty({1, 1, 4, 4});
+  cpu::pool.maxpool2d_backward(cache, sh, tx, ty, tdy, tdx);
+  CHECK(to_vec(tdx) == std::vector<double>{0, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4});
+  // The dispatcher, a fresh cache (backward recomputes the arg-max), and the reference agree.
+  OpCachePtr fresh;
+  Tensor tdx2 = Tensor::empty({1, 1, 4, 4});
+  maxpool2d_backward(fresh, sh, tx, ty, tdy, tdx2);
+  CHECK(to_vec(tdx2) == to_vec(tdx));
+  std::vector<float> yr(4), dxr(16);
+  const auto dyv = to_vec(tdy);
+  const std::vector<float> dyf(dyv.begin(), dyv.end());
+  ref::maxpool2d_forward(xv.data(), sh, yr.data());
+  ref::maxpool2d_backward(xv.data(), dyf.data(), sh, dxr.data());
+  CHECK((std::isnan(yr[0]) && yr[1] == 8.f && std::isnan(yr[2]) && yr[3] == 16.f));
+  CHECK(std::vector<double>(dxr.begin(), dxr.end()) == to_vec(tdx));
+
+  // Overlapping windows with padding, NaN in some planes only, against the reference: the planes
+  // without NaN keep oneDNN's result, the others are PyTorch's.
+  const auto sh3 = pool(2, 3, 7, 6, 3, 2, 1);
+  auto x3 = distinct_values(x_numel(sh3), 99);
+  x3[5] = nan;                   // plane 0
+  x3[2 * 42 + 20] = nan;         // plane 2: two NaN in overlapping windows
+  x3[2 * 42 + 22] = nan;
+  std::vector<float> x3f(x3.begin(), x3.end()), y3r(y_numel(sh3)), dx3r(x_numel(sh3));
+  const auto dy3 = random_vec(y_numel(sh3), 100);
+  Tensor t3 = to_tensor(x3, x_shape(sh3)), y3 = Tensor::empty(y_shape(sh3)), dy3t = to_tensor(dy3, y_shape(sh3));
+  Tensor dx3 = Tensor::empty(x_shape(sh3));
+  OpCachePtr c3;
+  cpu::pool.maxpool2d_forward(c3, sh3, t3, y3);
+  cpu::pool.maxpool2d_backward(c3, sh3, t3, y3, dy3t, dx3);
+  const auto dy3v = to_vec(dy3t);
+  const std::vector<float> dy3f(dy3v.begin(), dy3v.end());
+  ref::maxpool2d_forward(x3f.data(), sh3, y3r.data());
+  ref::maxpool2d_backward(x3f.data(), dy3f.data(), sh3, dx3r.data());
+  const auto yg = y3.span<float>();
+  int nans = 0;
+  for (size_t i = 0; i < y3r.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::isnan(yg[i]) == std::isnan(y3r[i]));
+    if (!std::isnan(y3r[i])) CHECK(yg[i] == y3r[i]);
+    nans += std::isnan(yg[i]) ? 1 : 0;
+  }
+  CHECK(nans >= 3);
+  CHECK(max_rel_err(to_vec(dx3), std::vector<double>(dx3r.begin(), dx3r.end())) < 1e-6);
 }
