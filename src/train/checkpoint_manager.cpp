@@ -204,6 +204,19 @@ void CheckpointManager::start() {
                 static_cast<long long>(p.step_in_epoch), static_cast<long long>(steps_per_epoch_), lr,
                 static_cast<long long>(saved_world), world_);
     if (plan.config_differs) std::printf("hpctrain: note: the config differs from the one saved in the checkpoint\n");
+    const int64_t saved_total = plan.state.total_steps;
+    if (saved_total > 0 && saved_total != total_steps_ && cfg_.optim.schedule != LrSchedule::constant) {
+      // The schedule is a function of the planned length: a changed train.max_steps or train.epochs
+      // re-stretches it from here on, which a user resuming "to train a bit longer" rarely expects.
+      const double lr_saved_plan = learning_rate(cfg_.optim, p.step, saved_total, steps_per_epoch_);
+      std::fprintf(stderr,
+                   "hpctrain: warning: the %s learning-rate schedule was planned over %lld steps when %s was saved "
+                   "and is now planned over %lld steps (train.max_steps or train.epochs changed): at step %lld the "
+                   "learning rate moves from %.6g (saved plan) to %.6g. Resume with the saved train.max_steps / "
+                   "train.epochs to keep the schedule\n",
+                   to_string(cfg_.optim.schedule), static_cast<long long>(saved_total), plan.from.c_str(),
+                   static_cast<long long>(total_steps_), static_cast<long long>(p.step), lr_saved_plan, lr);
+    }
     if (world_ > 1 && saved_world == world_ && !has_rank_buffers(plan.state) && !t_.model().params().buffers().empty())
       std::printf("hpctrain: note: %s holds no per-rank buffers (checkpoint format version 1): every rank starts "
                   "from the ranks' average running statistics, so this resume is not bitwise exact\n",
@@ -212,7 +225,8 @@ void CheckpointManager::start() {
     if (metrics_)
       metrics_->write({{"event", "resume"}, {"path", plan.from}, {"step", p.step}, {"epoch", p.epoch + 1},
                        {"step_in_epoch", p.step_in_epoch}, {"lr", lr}, {"saved_world_size", saved_world},
-                       {"world_size", world_}});
+                       {"world_size", world_}, {"total_steps", total_steps_},
+                       {"saved_total_steps", plan.state.total_steps}});
   }
 }
 

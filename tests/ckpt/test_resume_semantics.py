@@ -56,6 +56,19 @@ kept = [k for k in a if k.startswith("param/") and not k.startswith("param/fc3")
 check(kept and all(a[k].tobytes() == b[k].tobytes() for k in kept), f"{len(kept)} backbone tensors loaded exactly (lr 0)")
 check(b["param/fc3.weight"].shape[0] == 4, "the head has the new class count")
 
+# A changed schedule length on resume is said loudly, naming both lengths and the learning rate jump.
+ln = fresh_dir("longer")
+rc, out = run(A("--run.dir", ln))
+check(rc == 0, f"12-step run (exit {rc})") or print(out)
+rc, out = run(A("--run.dir", ln, train__max_steps="24"))
+check(rc == 0 and "planned over 12 steps" in out and "now planned over 24 steps" in out and "moves from" in out,
+      f"resuming with train.max_steps 12 -> 24 warns about the re-stretched cosine schedule (exit {rc})") or print(out)
+ev = metrics(ln, "resume")
+check(ev and ev[-1]["saved_total_steps"] == 12 and ev[-1]["total_steps"] == 24,
+      "the resume event records both schedule lengths")
+rc, out = run(A("--run.dir", ln, train__max_steps="24"))
+check("planned over" not in out, "no warning when the length is unchanged") or print(out)
+
 # Young/Daly: interval = sqrt(2 C M) from the measured checkpoint cost.
 yd = fresh_dir("young_daly")
 rc, out = run(A("--run.dir", yd, "--checkpoint.mtbf_minutes", "0.01"))
