@@ -75,6 +75,12 @@ long long dist_max(long long v) {
   return out;
 }
 
+void dist_barrier() {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (inited) HT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 double dist_sum(double v) {
   double out = 0;
   HT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));

@@ -38,6 +38,11 @@ bool dist_any(bool flag);
 long long dist_max(long long v);
 /// The sum of `v` over ranks.
 double dist_sum(double v);
+/// Waits, with no time limit, until every rank has arrived (MPI_Barrier on MPI_COMM_WORLD). For the
+/// places where one rank does long local work the others must not mistake for a failure (a
+/// checkpoint save); a rank that dies ends the whole job through the launcher, so this cannot hang
+/// on a dead peer.
+void dist_barrier();
 
 /// Runs `f` (local work, no collectives inside) on every rank; if it throws UsageError on any rank,
 /// every rank throws CollectiveUsageError together, carrying its own message where it failed. Used

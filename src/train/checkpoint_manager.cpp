@@ -236,7 +236,16 @@ void CheckpointManager::save(bool sync, const std::string& reason) {
   TrainingState state = t_.capture_state();  // collective
   last_saved_step_ = step;
   schedule_.mark_saved(Clock::now());
-  if (rank_ != 0) return;
+  if (rank_ == 0) save_on_rank0(std::move(state), sync, reason, t0);
+  // Every rank waits here, with no time limit, for rank 0's part of the save (the host copy, a stall
+  // behind the previous write, a synchronous write): a slow save is not a failed peer, and the next
+  // step's time-limited gradient exchange (dist.timeout_s) starts only once rank 0 is back.
+  if (world_ > 1) dist_barrier();
+}
+
+void CheckpointManager::save_on_rank0(TrainingState state, bool sync, const std::string& reason,
+                                      std::chrono::steady_clock::time_point t0) {
+  const int64_t step = prog_.step;
   CheckpointData d = to_checkpoint_data(std::move(state));
   double copy_ms = ms_since(t0);
   pending_[step] = {copy_ms, 0, reason};

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "io/checkpoint_store.hpp"
+#include "src/train/training_state.hpp"
 #include "io/checkpoint_writer.hpp"
 #include "src/train/checkpoint_schedule.hpp"
 
@@ -62,6 +63,9 @@ class CheckpointManager {
   struct StartPlan;
   StartPlan plan_start();
   void save(bool sync, const std::string& reason);
+  /// Rank 0's part of save(): the checkpoint handed to the background writer (waited for when sync).
+  void save_on_rank0(TrainingState state, bool sync, const std::string& reason,
+                     std::chrono::steady_clock::time_point t0);
   void report_completed();  // rank 0: metrics "checkpoint" events, Young/Daly update
   void raise_test_signal(); // HT_TEST_FAULTS signal_at_step / signal_rank
 
