@@ -17,15 +17,16 @@ nb, fb = a.batch, 64
 convs = [
     ("r18_stem_3_64_32", nb, 3, 32, 32, 64, 3, 1, 1, False, False),
     ("r18_l1_64_64_32", nb, 64, 32, 32, 64, 3, 1, 1, False, True),
-    ("r18_l2a_64_128_s2", nb, 64, 32, 32, 128, 3, 2, 1, False, True),
-    ("r18_l2_128_128_16", nb, 128, 16, 16, 128, 3, 1, 1, False, True),
-    ("r18_l2sc_1x1_64_128_s2", nb, 64, 32, 32, 128, 1, 2, 0, False, True),
-    ("r18_l3a_128_256_s2", nb, 128, 16, 16, 256, 3, 2, 1, False, True),
-    ("r18_l3_256_256_8", nb, 256, 8, 8, 256, 3, 1, 1, False, True),
-    ("r18_l3sc_1x1_128_256_s2", nb, 128, 16, 16, 256, 1, 2, 0, False, True),
-    ("r18_l4a_256_512_s2", nb, 256, 8, 8, 512, 3, 2, 1, False, True),
-    ("r18_l4_512_512_4", nb, 512, 4, 4, 512, 3, 1, 1, False, True),
-    ("r18_l4sc_1x1_256_512_s2", nb, 256, 8, 8, 512, 1, 2, 0, False, True),
+]
+# ResNet-18 layers 2-4: a 3x3/2 down-sampling conv, a 3x3 conv at the halved size, a 1x1/2 shortcut.
+for stage, (cin, hw) in enumerate([(64, 32), (128, 16), (256, 8)], start=2):
+    cout, half = 2 * cin, hw // 2
+    convs += [
+        (f"r18_l{stage}a_{cin}_{cout}_s2", nb, cin, hw, hw, cout, 3, 2, 1, False, True),
+        (f"r18_l{stage}_{cout}_{cout}_{half}", nb, cout, half, half, cout, 3, 1, 1, False, True),
+        (f"r18_l{stage}sc_1x1_{cin}_{cout}_s2", nb, cin, hw, hw, cout, 1, 2, 0, False, True),
+    ]
+convs += [
     ("fmnist_c1_1_32_28", fb, 1, 28, 28, 32, 3, 1, 1, True, False),
     ("fmnist_c2_32_64_14", fb, 32, 14, 14, 64, 3, 1, 1, True, True),
 ]

@@ -206,20 +206,21 @@ std::vector<std::string> config_keys() {
 namespace {
 /// Names users bring from other trainers (PyTorch scripts, Hugging Face, Horovod examples), as the
 /// key they mean here, so "optim.learnig_rate" suggests optim.lr rather than the nearest spelling.
-const std::vector<std::pair<const char*, const char*>>& key_aliases() {
-  static const std::vector<std::pair<const char*, const char*>> a = {
-      {"learning_rate", "optim.lr"},          {"base_lr", "optim.lr"},
-      {"lr_schedule", "optim.schedule"},      {"scheduler", "optim.schedule"},
-      {"warmup", "optim.warmup_steps"},       {"warmup_epochs", "optim.warmup_steps"},
-      {"wd", "optim.weight_decay"},           {"batch_size", "train.global_batch"},
-      {"global_batch_size", "train.global_batch"}, {"micro_batch", "train.global_batch"},
-      {"num_epochs", "train.epochs"},         {"max_epochs", "train.epochs"},
-      {"gradient_accumulation_steps", "train.accumulation_steps"}, {"grad_accum", "train.accumulation_steps"},
-      {"amp", "train.precision"},             {"mixed_precision", "train.precision"},
-      {"dtype", "train.precision"},           {"data_dir", "data.dir"},
-      {"dataset", "data.dir"},                {"output_dir", "run.dir"},
-      {"save_dir", "run.dir"},                {"save_steps", "checkpoint.every_steps"},
-      {"checkpoint_every", "checkpoint.every_steps"}, {"arch", "model.name"},
+/// Grouped by that key; tried in this order.
+const std::vector<std::pair<const char*, std::vector<const char*>>>& key_aliases() {
+  static const std::vector<std::pair<const char*, std::vector<const char*>>> a = {
+      {"optim.lr", {"learning_rate", "base_lr"}},
+      {"optim.schedule", {"lr_schedule", "scheduler"}},
+      {"optim.warmup_steps", {"warmup", "warmup_epochs"}},
+      {"optim.weight_decay", {"wd"}},
+      {"train.global_batch", {"batch_size", "global_batch_size", "micro_batch"}},
+      {"train.epochs", {"num_epochs", "max_epochs"}},
+      {"train.accumulation_steps", {"gradient_accumulation_steps", "grad_accum"}},
+      {"train.precision", {"amp", "mixed_precision", "dtype"}},
+      {"data.dir", {"data_dir", "dataset"}},
+      {"run.dir", {"output_dir", "save_dir"}},
+      {"checkpoint.every_steps", {"save_steps", "checkpoint_every"}},
+      {"model.name", {"arch"}},
   };
   return a;
 }
@@ -242,7 +243,8 @@ std::string closest_key(const std::string& key) {
     consider(k, d);
   }
   // An alias matched by its own spelling beats a real key matched by chance.
-  for (const auto& [alias, k] : key_aliases()) consider(k, edit_distance(bare, alias));
+  for (const auto& [k, aliases] : key_aliases())
+    for (const char* alias : aliases) consider(k, edit_distance(bare, alias));
   return best;
 }
 

@@ -110,6 +110,25 @@ void conv_case(const Conv2dShape& sh, bool bias, bool accumulate, bool determini
   conv_case(gc, sh, bias, accumulate, deterministic, seed);
 }
 
+/// Max pool forward and backward of host `x` [n,c,h,w] and `dy` [n,c,p,q] on both devices: the CPU
+/// results (host) and the GPU results (device, outputs start poisoned).
+struct MaxpoolRun {
+  Tensor y_ref, dx_ref, yg, dxg;
+};
+
+MaxpoolRun maxpool_both(const PoolShape& sh, const Tensor& x, const Tensor& dy) {
+  OpCachePtr cc, gc;
+  MaxpoolRun r{Tensor::empty({sh.n, sh.c, sh.p(), sh.q()}), Tensor::empty(x.shape()), {}, {}};
+  cpu::pool.maxpool2d_forward(cc, sh, x, r.y_ref);
+  cpu::pool.maxpool2d_backward(cc, sh, x, r.y_ref, dy, r.dx_ref);
+  Tensor xg = gpu(x);
+  r.yg = poisoned(r.y_ref.shape());
+  r.dxg = poisoned(x.shape());
+  maxpool2d_forward(gc, sh, xg, r.yg);
+  maxpool2d_backward(gc, sh, xg, r.yg, gpu(dy), r.dxg);
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("conv2d on the GPU matches the CPU (rel 1e-4)", "[gpu_ops][conv2d]") {
@@ -291,17 +310,11 @@ TEST_CASE("maxpool2d on the GPU equals the CPU, padding acting as -inf", "[gpu_o
     // All inputs negative: a padded zero would win every border window if padding were not -inf.
     Tensor x = randn({sh.n, sh.c, sh.h, sh.w}, 11, -3.f, 0.5f);
     Tensor dy = randn({sh.n, sh.c, sh.p(), sh.q()}, 12);
-    OpCachePtr cc, gc;
-    Tensor y_ref = Tensor::empty({sh.n, sh.c, sh.p(), sh.q()}), dx_ref = Tensor::empty(x.shape());
-    cpu::pool.maxpool2d_forward(cc, sh, x, y_ref);
-    cpu::pool.maxpool2d_backward(cc, sh, x, y_ref, dy, dx_ref);
-    Tensor xg = gpu(x), yg = poisoned(y_ref.shape()), dxg = poisoned(x.shape());
-    maxpool2d_forward(gc, sh, xg, yg);
-    maxpool2d_backward(gc, sh, xg, yg, gpu(dy), dxg);
-    CHECK(bit_equal(yg, y_ref));
+    const MaxpoolRun r = maxpool_both(sh, x, dy);
+    CHECK(bit_equal(r.yg, r.y_ref));
     // Inputs no window reads (7x9 with 2x2/2: the last row and column) get a zero gradient, not garbage.
-    if (sh.stride >= sh.kernel) CHECK(bit_equal(dxg, dx_ref));
-    else CHECK(rel_err(dxg, dx_ref) < 1e-6);
+    if (sh.stride >= sh.kernel) CHECK(bit_equal(r.dxg, r.dx_ref));
+    else CHECK(rel_err(r.dxg, r.dx_ref) < 1e-6);
   }
 }
 
@@ -315,14 +328,9 @@ TEST_CASE("maxpool2d on the GPU propagates NaN as PyTorch and the CPU", "[gpu_op
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (size_t i : {size_t{0}, size_t{9}, size_t{64 + 18}, size_t{64 + 27}, size_t{5 * 64 + 63}}) xv[i] = nan;
   Tensor dy = randn({sh.n, sh.c, sh.p(), sh.q()}, 14);
-  OpCachePtr cc, gc;
-  Tensor y_ref = Tensor::empty({sh.n, sh.c, sh.p(), sh.q()}), dx_ref = Tensor::empty(x.shape());
-  cpu::pool.maxpool2d_forward(cc, sh, x, y_ref);
-  cpu::pool.maxpool2d_backward(cc, sh, x, y_ref, dy, dx_ref);
-  Tensor xg = gpu(x), yg = poisoned(y_ref.shape()), dxg = poisoned(x.shape());
-  maxpool2d_forward(gc, sh, xg, yg);
-  maxpool2d_backward(gc, sh, xg, yg, gpu(dy), dxg);
-  Tensor y = host(yg), dx = host(dxg);
+  const MaxpoolRun run = maxpool_both(sh, x, dy);
+  const Tensor& y_ref = run.y_ref;
+  Tensor y = host(run.yg);
   int nan_windows = 0;
   for (size_t i = 0; i < static_cast<size_t>(y.numel()); ++i) {
     const float r = y_ref.span<float>()[i], g = y.span<float>()[i];
@@ -332,7 +340,7 @@ TEST_CASE("maxpool2d on the GPU propagates NaN as PyTorch and the CPU", "[gpu_op
     nan_windows += std::isnan(r) ? 1 : 0;
   }
   CHECK(nan_windows == 4);  // 0 and 9 share a window
-  CHECK(bit_equal(dxg, dx_ref));  // includes where each NaN window's gradient went
+  CHECK(bit_equal(run.dxg, run.dx_ref));  // includes where each NaN window's gradient went
 }
 
 TEST_CASE("global average pool on the GPU matches the CPU (rel 1e-6)", "[gpu_ops][pool]") {

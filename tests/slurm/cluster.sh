@@ -220,6 +220,16 @@ ht_slurm_prepare_fmnist() {
     --shards 2 >"$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; return 1; }
 }
 
+# For the tests that submit slurm/train.sbatch: ht_slurm_test_begin, then fail MSG (ht_slurm_fail
+# with the job logs), the prepared $work/fmnist, and HT_BIN and OMP_NUM_THREADS=1 exported to the
+# jobs. Returns ht_slurm_test_begin's status; exits 1 when prepare fails.
+ht_slurm_train_test_begin() {
+  ht_slurm_test_begin || return $?
+  fail() { ht_slurm_fail "$*"; }
+  ht_slurm_prepare_fmnist || fail "hpctrain prepare"
+  export HT_BIN OMP_NUM_THREADS=1
+}
+
 ht_slurm_stop() {
   local rc=$?
   if [[ ${#HT_SLURM_PIDS[@]} -gt 0 ]]; then

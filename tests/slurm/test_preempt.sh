@@ -10,11 +10,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster.sh"
-ht_slurm_test_begin || exit $?
-fail() { ht_slurm_fail "$*"; }
-ht_slurm_prepare_fmnist || fail "hpctrain prepare"
+ht_slurm_train_test_begin || exit $?
 
-export HT_BIN OMP_NUM_THREADS=1
 steps=40
 submit() {  # submit NAME RUN_DIR -> job id
   local id

@@ -6,11 +6,8 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster.sh"
-ht_slurm_test_begin || exit $?
-fail() { ht_slurm_fail "$*"; }
-ht_slurm_prepare_fmnist || fail "hpctrain prepare"
+ht_slurm_train_test_begin || exit $?
 
-export HT_BIN OMP_NUM_THREADS=1
 run=$work/run
 id=$(cd "$work" && sbatch --parsable --wait --job-name=quick --ntasks-per-node=2 --gpus-per-node=2 \
        "$src/slurm/train.sbatch" --config "$src/configs/fmnist_cnn.ini" --data.dir "$work/fmnist" \

@@ -21,20 +21,28 @@ struct CpuBn {
   Tensor y, rm, rv, mean, invstd, dx, dgamma, dbeta;
 };
 
-CpuBn cpu_train_step(OpCachePtr& cache, const BatchNormShape& sh, const std::vector<double>& x,
-                     const std::vector<double>& gamma, const std::vector<double>& beta,
-                     const std::vector<double>& dy) {
+/// The outputs of one step, unfilled ([n,c,h,w] and [c]), with running statistics rm0, rv0 (length c).
+CpuBn empty_step(const BatchNormShape& sh, const std::vector<double>& rm0, const std::vector<double>& rv0) {
   const std::vector<int64_t> xs{sh.n, sh.c, sh.h, sh.w}, cs{sh.c};
   CpuBn r;
-  auto xt = to_tensor(x, xs), gt = to_tensor(gamma, cs), bt = to_tensor(beta, cs), dyt = to_tensor(dy, xs);
   r.y = Tensor::empty(xs);
-  r.rm = Tensor::zeros(cs);
-  r.rv = to_tensor(std::vector<double>(sh.c, 1.0), cs);
+  r.rm = to_tensor(rm0, cs);
+  r.rv = to_tensor(rv0, cs);
   r.mean = Tensor::empty(cs);
   r.invstd = Tensor::empty(cs);
   r.dx = Tensor::empty(xs);
   r.dgamma = Tensor::empty(cs);
   r.dbeta = Tensor::empty(cs);
+  return r;
+}
+
+/// One training step from running statistics 0 and 1.
+CpuBn cpu_train_step(OpCachePtr& cache, const BatchNormShape& sh, const std::vector<double>& x,
+                     const std::vector<double>& gamma, const std::vector<double>& beta,
+                     const std::vector<double>& dy) {
+  const std::vector<int64_t> xs{sh.n, sh.c, sh.h, sh.w}, cs{sh.c};
+  CpuBn r = empty_step(sh, std::vector<double>(sh.c, 0.0), std::vector<double>(sh.c, 1.0));
+  auto xt = to_tensor(x, xs), gt = to_tensor(gamma, cs), bt = to_tensor(beta, cs), dyt = to_tensor(dy, xs);
   cpu::batchnorm2d.forward_train(cache, sh, xt, gt, bt, r.y, r.rm, r.rv, r.mean, r.invstd);
   cpu::batchnorm2d.backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
   return r;
@@ -53,16 +61,7 @@ CpuBnTwoUpdates cpu_two_updates(OpCachePtr& cache, const BatchNormShape& sh, con
   const std::vector<int64_t> xs{sh.n, sh.c, sh.h, sh.w}, cs{sh.c};
   auto tx1 = to_tensor(x1, xs), tx2 = to_tensor(x2, xs), tg = to_tensor(gamma, cs), tb = to_tensor(beta, cs);
   auto tdy = to_tensor(dy, xs);
-  CpuBnTwoUpdates r;
-  r.rm = to_tensor(rm0, cs);
-  r.rv = to_tensor(rv0, cs);
-  r.y = Tensor::empty(xs);
-  r.mean = Tensor::empty(cs);
-  r.invstd = Tensor::empty(cs);
-  r.dx = Tensor::empty(xs);
-  r.dgamma = Tensor::empty(cs);
-  r.dbeta = Tensor::empty(cs);
-  r.y_infer = Tensor::empty(xs);
+  CpuBnTwoUpdates r{empty_step(sh, rm0, rv0), Tensor::empty(xs)};
   cpu::batchnorm2d.forward_train(cache, sh, tx1, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
   cpu::batchnorm2d.forward_train(cache, sh, tx2, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
   cpu::batchnorm2d.backward(cache, sh, tx2, tdy, tg, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);

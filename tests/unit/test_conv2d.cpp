@@ -45,42 +45,8 @@ size_t nx(const Conv2dShape& s) { return size_t(s.n) * s.c * s.h * s.w; }
 size_t nw(const Conv2dShape& s) { return size_t(s.k) * s.c * s.r * s.s; }
 size_t ny(const Conv2dShape& s) { return size_t(s.n) * s.k * s.p() * s.q(); }
 
-// Inputs of one oneDNN-vs-reference comparison, float-representable so both sides see the same data.
-struct Data : WeightedOpData {
-  Conv2dShape sh;
-  Data(const Conv2dShape& s, uint32_t seed) : WeightedOpData(nx(s), nw(s), size_t(s.k), ny(s), seed), sh(s) {}
-};
-
+using Data = WeightedOpCase<Conv2dShape>;
 using Result = WeightedOpResult;
-
-Result run_ref(const Data& d, bool bias, bool want_dx) {
-  auto r = Result::sized(ny(d.sh), nx(d.sh), nw(d.sh), size_t(d.sh.k), bias, want_dx);
-  ref::conv2d_forward<double>(d.sh, d.x.data(), d.w.data(), bias ? d.b.data() : nullptr, r.y.data());
-  ref::conv2d_backward<double>(d.sh, d.x.data(), d.w.data(), d.dy.data(), want_dx ? r.dx.data() : nullptr,
-                               r.dw.data(), bias ? r.db.data() : nullptr);
-  return r;
-}
-
-Result run_cpu(OpCachePtr& cache, const Data& d, bool bias, bool want_dx) {
-  const auto& s = d.sh;
-  auto x = to_tensor(d.x, {s.n, s.c, s.h, s.w});
-  auto w = to_tensor(d.w, {s.k, s.c, s.r, s.s});
-  auto b = to_tensor(d.b, {s.k});
-  auto dy = to_tensor(d.dy, {s.n, s.k, s.p(), s.q()});
-  auto y = Tensor::empty({s.n, s.k, s.p(), s.q()});
-  auto dx = Tensor::empty({s.n, s.c, s.h, s.w});
-  auto dw = Tensor::empty({s.k, s.c, s.r, s.s});
-  auto db = Tensor::empty({s.k});
-  cpu::conv2d.forward(cache, s, x, w, bias ? &b : nullptr, y);
-  cpu::conv2d.backward(cache, s, x, w, dy, want_dx ? &dx : nullptr, dw, bias ? &db : nullptr, false);
-  return collect(y, dx, dw, db, bias, want_dx);
-}
-
-// f32 oneDNN vs double reference: |a-b| / max(1,|b|) below this (sums of at most a few thousand
-// products of O(1) values, accumulated in float).
-constexpr double kTol = 1e-4;
-
-void compare(const Result& got, const Result& want) { ht::test::compare(got, want, kTol); }
 
 }  // namespace
 

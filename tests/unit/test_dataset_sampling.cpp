@@ -14,13 +14,7 @@ using namespace ht;
 namespace {
 
 LoaderOptions train_opts(int64_t B, int rank, int ws, uint64_t seed = 42, bool prefetch = true) {
-  LoaderOptions o;
-  o.global_batch = B;
-  o.rank = rank;
-  o.world_size = ws;
-  o.seed = seed;
-  o.prefetch = prefetch;
-  return o;
+  return {.global_batch = B, .rank = rank, .world_size = ws, .seed = seed, .prefetch = prefetch};
 }
 
 // Every batch's indices for one epoch of one rank.

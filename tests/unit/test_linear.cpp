@@ -19,38 +19,8 @@ LinearShape lshape(int n, int in, int out) {
   return s;
 }
 
-struct Data : WeightedOpData {
-  LinearShape sh;
-  Data(const LinearShape& s, uint32_t seed)
-      : WeightedOpData(size_t(s.n) * s.in, size_t(s.out) * s.in, size_t(s.out), size_t(s.n) * s.out, seed), sh(s) {}
-};
-
+using Data = WeightedOpCase<LinearShape>;
 using Result = WeightedOpResult;
-
-Result run_ref(const Data& d, bool bias, bool want_dx) {
-  const auto& s = d.sh;
-  auto r = Result::sized(size_t(s.n) * s.out, size_t(s.n) * s.in, size_t(s.out) * s.in, size_t(s.out), bias, want_dx);
-  ref::linear_forward<double>(s, d.x.data(), d.w.data(), bias ? d.b.data() : nullptr, r.y.data());
-  ref::linear_backward<double>(s, d.x.data(), d.w.data(), d.dy.data(), want_dx ? r.dx.data() : nullptr, r.dw.data(),
-                               bias ? r.db.data() : nullptr);
-  return r;
-}
-
-Result run_cpu(OpCachePtr& cache, const Data& d, bool bias, bool want_dx) {
-  const auto& s = d.sh;
-  auto x = to_tensor(d.x, {s.n, s.in}), w = to_tensor(d.w, {s.out, s.in}), b = to_tensor(d.b, {s.out});
-  auto dy = to_tensor(d.dy, {s.n, s.out});
-  auto y = Tensor::empty({s.n, s.out}), dx = Tensor::empty({s.n, s.in}), dw = Tensor::empty({s.out, s.in});
-  auto db = Tensor::empty({s.out});
-  cpu::linear.forward(cache, s, x, w, bias ? &b : nullptr, y);
-  cpu::linear.backward(cache, s, x, w, dy, want_dx ? &dx : nullptr, dw, bias ? &db : nullptr, false);
-  return collect(y, dx, dw, db, bias, want_dx);
-}
-
-// f32 oneDNN vs double reference: |a-b| / max(1,|b|) below this.
-constexpr double kTol = 1e-4;
-
-void compare(const Result& got, const Result& want) { ht::test::compare(got, want, kTol); }
 
 }  // namespace
 

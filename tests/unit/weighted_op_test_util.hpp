@@ -1,11 +1,17 @@
 #pragma once
 // What the conv2d and linear tests share: float-representable inputs for one forward + backward,
-// the four outputs, and their comparison against the double-precision reference.
+// the runs of the double-precision reference and of the CPU half, the four outputs, and their
+// comparison.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <vector>
 
+#include "src/base/op_halves.hpp"
+#include "src/ops/conv2d.hpp"
+#include "src/ops/conv2d_ref.hpp"
+#include "src/ops/linear.hpp"
+#include "src/ops/linear_ref.hpp"
 #include "src/base/tensor.hpp"
 #include "tests/unit/gradcheck.hpp"
 #include "tests/unit/tensor_test_util.hpp"
@@ -52,8 +58,82 @@ inline WeightedOpResult collect(const Tensor& y, const Tensor& dx, const Tensor&
   return r;
 }
 
+/// Tensor shapes of one weighted op: x, w, b; dy has y's shape.
+struct WeightedOpDims {
+  std::vector<int64_t> x, w, b, y;
+};
+
+inline size_t numel(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+/// What each weighted op is: its tensor shapes, its double-precision reference and its CPU half.
+template <class Shape>
+struct WeightedOp;
+
+template <>
+struct WeightedOp<Conv2dShape> {
+  /// x [N,C,H,W], w [K,C,R,S], b [K], y [N,K,P,Q].
+  static WeightedOpDims dims(const Conv2dShape& s) {
+    return {{s.n, s.c, s.h, s.w}, {s.k, s.c, s.r, s.s}, {s.k}, {s.n, s.k, s.p(), s.q()}};
+  }
+  static constexpr auto ref_forward = ref::conv2d_forward<double>;
+  static constexpr auto ref_backward = ref::conv2d_backward<double>;
+  static const Conv2dHalf& cpu_half() { return cpu::conv2d; }
+};
+
+template <>
+struct WeightedOp<LinearShape> {
+  /// x [N,in], w [out,in], b [out], y [N,out].
+  static WeightedOpDims dims(const LinearShape& s) { return {{s.n, s.in}, {s.out, s.in}, {s.out}, {s.n, s.out}}; }
+  static constexpr auto ref_forward = ref::linear_forward<double>;
+  static constexpr auto ref_backward = ref::linear_backward<double>;
+  static const LinearHalf& cpu_half() { return cpu::linear; }
+};
+
+/// WeightedOpData for one op shape, with the shape and its tensor shapes.
+template <class Shape>
+struct WeightedOpCase : WeightedOpData {
+  Shape sh;
+  WeightedOpDims dims;
+  WeightedOpCase(const Shape& s, uint32_t seed) : WeightedOpCase(s, WeightedOp<Shape>::dims(s), seed) {}
+
+ private:
+  WeightedOpCase(const Shape& s, const WeightedOpDims& d, uint32_t seed)
+      : WeightedOpData(numel(d.x), numel(d.w), numel(d.b), numel(d.y), seed), sh(s), dims(d) {}
+};
+
+/// The double-precision reference forward + backward on d.
+template <class Shape>
+WeightedOpResult run_ref(const WeightedOpCase<Shape>& d, bool bias, bool want_dx) {
+  const WeightedOpDims& n = d.dims;
+  auto r = WeightedOpResult::sized(numel(n.y), numel(n.x), numel(n.w), numel(n.b), bias, want_dx);
+  WeightedOp<Shape>::ref_forward(d.sh, d.x.data(), d.w.data(), bias ? d.b.data() : nullptr, r.y.data());
+  WeightedOp<Shape>::ref_backward(d.sh, d.x.data(), d.w.data(), d.dy.data(), want_dx ? r.dx.data() : nullptr,
+                                  r.dw.data(), bias ? r.db.data() : nullptr);
+  return r;
+}
+
+/// One float32 forward + backward (not accumulating) of the op's CPU half on d.
+template <class Shape>
+WeightedOpResult run_cpu(OpCachePtr& cache, const WeightedOpCase<Shape>& d, bool bias, bool want_dx) {
+  const auto& op = WeightedOp<Shape>::cpu_half();
+  const WeightedOpDims& n = d.dims;
+  auto x = to_tensor(d.x, n.x), w = to_tensor(d.w, n.w), b = to_tensor(d.b, n.b), dy = to_tensor(d.dy, n.y);
+  auto y = Tensor::empty(n.y), dx = Tensor::empty(n.x), dw = Tensor::empty(n.w), db = Tensor::empty(n.b);
+  op.forward(cache, d.sh, x, w, bias ? &b : nullptr, y);
+  op.backward(cache, d.sh, x, w, dy, want_dx ? &dx : nullptr, dw, bias ? &db : nullptr, false);
+  return collect(y, dx, dw, db, bias, want_dx);
+}
+
+/// f32 oneDNN vs double reference: |a-b| / max(1,|b|) below this (sums of at most a few thousand
+/// products of O(1) values, accumulated in float).
+constexpr double kWeightedOpTol = 1e-4;
+
 /// Every output of got within tol of want: max |a-b| / max(1,|b|) < tol (sizes must agree).
-inline void compare(const WeightedOpResult& got, const WeightedOpResult& want, double tol) {
+inline void compare(const WeightedOpResult& got, const WeightedOpResult& want, double tol = kWeightedOpTol) {
   CHECK(max_rel_err(got.y, want.y) < tol);
   CHECK(max_rel_err(got.dx, want.dx) < tol);
   CHECK(max_rel_err(got.dw, want.dw) < tol);
