@@ -126,21 +126,8 @@ struct ConvTraits {
   }
 };
 
-using Conv2dCpuCache = du::WeightedOpCache<ConvTraits>;
-
-void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y) {
-  cache_as<Conv2dCpuCache>(cache).forward(sh, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
-}
-
-void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  cache_as<Conv2dCpuCache>(cache).backward(sh, x.raw(), w.raw(), dy.raw(), dx ? dx->raw() : nullptr, dw.raw(),
-                                           db ? db->raw() : nullptr, accumulate);
-}
-
 }  // namespace
 
-const Conv2dHalf conv2d = {.forward = conv2d_forward, .backward = conv2d_backward};
+const Conv2dHalf conv2d = du::weighted_op_half<ConvTraits>();
 
 }  // namespace ht::cpu

@@ -22,6 +22,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "src/base/op_halves.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/op.hpp"
 
@@ -133,5 +134,21 @@ struct WeightedOpCache : OpCache {
     bw_bias = bias;
   }
 };
+
+/// The CPU half (src/base/op_halves.hpp) of the op that Traits describes: forward and backward run
+/// through the WeightedOpCache<Traits> kept in the op's cache slot (null b, dx, db: not computed).
+template <class Traits>
+constexpr WeightedOpHalf<typename Traits::Shape> weighted_op_half() {
+  using Shape = typename Traits::Shape;
+  return {.forward = [](OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y) {
+            cache_as<WeightedOpCache<Traits>>(cache).forward(sh, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
+          },
+          .backward = [](OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+            cache_as<WeightedOpCache<Traits>>(cache).backward(sh, x.raw(), w.raw(), dy.raw(), dx ? dx->raw() : nullptr,
+                                                              dw.raw(), db ? db->raw() : nullptr, accumulate);
+          }};
+}
 
 }  // namespace ht::dnnl_util

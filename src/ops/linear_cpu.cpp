@@ -64,21 +64,8 @@ struct LinearTraits {
   }
 };
 
-using LinearCpuCache = du::WeightedOpCache<LinearTraits>;
-
-void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y) {
-  cache_as<LinearCpuCache>(cache).forward(sh, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
-}
-
-void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  cache_as<LinearCpuCache>(cache).backward(sh, x.raw(), w.raw(), dy.raw(), dx ? dx->raw() : nullptr, dw.raw(),
-                                           db ? db->raw() : nullptr, accumulate);
-}
-
 }  // namespace
 
-const LinearHalf linear = {.forward = linear_forward, .backward = linear_backward};
+const LinearHalf linear = du::weighted_op_half<LinearTraits>();
 
 }  // namespace ht::cpu
