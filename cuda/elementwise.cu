@@ -96,11 +96,6 @@ int64_t count_nonfinite(const Tensor& x) {
 
 }  // namespace
 
-const ElementwiseHalf elementwise = {.relu_forward = relu_forward,
-                                     .relu_backward = relu_backward,
-                                     .add_forward = add_forward,
-                                     .add_inplace = add_inplace,
-                                     .scale_inplace = scale_inplace,
-                                     .count_nonfinite = count_nonfinite};
+HT_DEFINE_ELEMENTWISE_HALF();
 
 }  // namespace ht::cuda
