@@ -23,16 +23,6 @@ struct Conv2dDims {
 };
 }  // namespace
 
-void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y) {
-  const OpArgs a = weighted_forward_args<Conv2dDims>("conv2d_forward", sh, x, w, b, y);
-  HT_DISPATCH(a.device(), "conv2d_forward", conv2d.forward, cache, sh, x, w, b, y);
-}
-
-void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  const OpArgs a = weighted_backward_args<Conv2dDims>("conv2d_backward", sh, x, w, dy, dx, dw, db);
-  HT_DISPATCH(a.device(), "conv2d_backward", conv2d.backward, cache, sh, x, w, dy, dx, dw, db, accumulate);
-}
+HT_DEFINE_WEIGHTED_OP(conv2d, Conv2dShape, Conv2dDims)
 
 }  // namespace ht

@@ -18,16 +18,6 @@ struct LinearDims {
 };
 }  // namespace
 
-void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y) {
-  const OpArgs a = weighted_forward_args<LinearDims>("linear_forward", sh, x, w, b, y);
-  HT_DISPATCH(a.device(), "linear_forward", linear.forward, cache, sh, x, w, b, y);
-}
-
-void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  const OpArgs a = weighted_backward_args<LinearDims>("linear_backward", sh, x, w, dy, dx, dw, db);
-  HT_DISPATCH(a.device(), "linear_backward", linear.backward, cache, sh, x, w, dy, dx, dw, db, accumulate);
-}
+HT_DEFINE_WEIGHTED_OP(linear, LinearShape, LinearDims)
 
 }  // namespace ht

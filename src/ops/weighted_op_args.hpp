@@ -9,7 +9,8 @@
 //     static std::vector<int64_t> x(const Shape&), w(const Shape&), y(const Shape&), b(const Shape&);
 //   };
 //
-// x(), w(), y() and b() are called only after valid() has held.
+// x(), w(), y() and b() are called only after valid() has held. HT_DEFINE_WEIGHTED_OP (below) writes
+// the op's two public functions from them.
 #include <string>
 
 #include "src/ops/op.hpp"
@@ -48,3 +49,18 @@ OpArgs weighted_backward_args(const char* op, const typename Dims::Shape& sh, co
 }
 
 }  // namespace ht
+
+/// Defines ht::<op>_forward and ht::<op>_backward (declared in src/ops/<op>.hpp, Shape their shape
+/// type) for the weighted op with the checks of Dims and the tables cpu::<op> / cuda::<op>: validate
+/// as above, then run the half of x's device (HT_DISPATCH). Use inside namespace ht.
+#define HT_DEFINE_WEIGHTED_OP(op, Shape, Dims)                                                                 \
+  void op##_forward(OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor* b,     \
+                    Tensor& y) {                                                                               \
+    const OpArgs a = weighted_forward_args<Dims>(#op "_forward", sh, x, w, b, y);                              \
+    HT_DISPATCH(a.device(), #op "_forward", op.forward, cache, sh, x, w, b, y);                                \
+  }                                                                                                            \
+  void op##_backward(OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,   \
+                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {                                    \
+    const OpArgs a = weighted_backward_args<Dims>(#op "_backward", sh, x, w, dy, dx, dw, db);                  \
+    HT_DISPATCH(a.device(), #op "_backward", op.backward, cache, sh, x, w, dy, dx, dw, db, accumulate);        \
+  }
