@@ -91,13 +91,9 @@ struct Descs {
 };
 
 /// The oneDNN convolution primitives for dnnl_util::WeightedOpCache.
-struct ConvTraits {
-  using Shape = Conv2dShape;
-  using Fwd = dnnl::convolution_forward;
-  using BwdData = dnnl::convolution_backward_data;
-  using BwdWeights = dnnl::convolution_backward_weights;
+struct ConvTraits : du::WeightedTraits<Conv2dShape, dnnl::convolution_forward, dnnl::convolution_backward_data,
+                                    dnnl::convolution_backward_weights, Descs> {
   static bool same(const Shape& a, const Shape& b) { return same_shape(a, b); }
-  static Descs descs(const Shape& sh) { return Descs(sh); }
 
   static Fwd::primitive_desc fwd(const Shape& sh, bool bias) {
     const Descs d(sh);

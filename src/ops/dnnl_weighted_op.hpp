@@ -2,7 +2,8 @@
 // The oneDNN plumbing shared by the CPU ops with weights, convolution and inner product (linear):
 // forward, backward-data and backward-weights (+ bias) primitives with their staged operands
 // (dnnl_util::Staged), built once per shape and bias choice, and the calls that run them. The op
-// supplies a Traits type saying how to build each primitive descriptor:
+// supplies a Traits type saying how to build each primitive descriptor (deriving from WeightedTraits
+// below gives the type members and descs()):
 //
 //   struct Traits {
 //     using Shape = ...;                 // e.g. Conv2dShape
@@ -27,6 +28,19 @@
 #include "src/ops/op.hpp"
 
 namespace ht::dnnl_util {
+
+/// The type half of a Traits type (the header comment): the shape, the three primitive types and the
+/// user descriptors, built by Descs(sh). An op's Traits derives from it and adds same() and the three
+/// primitive descriptor builders.
+template <class ShapeT, class FwdT, class BwdDataT, class BwdWeightsT, class DescsT>
+struct WeightedTraits {
+  using Shape = ShapeT;
+  using Fwd = FwdT;
+  using BwdData = BwdDataT;
+  using BwdWeights = BwdWeightsT;
+  using Descs = DescsT;
+  static Descs descs(const Shape& sh) { return Descs(sh); }
+};
 
 template <class Traits>
 struct WeightedOpCache : OpCache {

@@ -38,13 +38,9 @@ struct Descs {
 };
 
 /// The oneDNN inner-product primitives for dnnl_util::WeightedOpCache.
-struct LinearTraits {
-  using Shape = LinearShape;
-  using Fwd = dnnl::inner_product_forward;
-  using BwdData = dnnl::inner_product_backward_data;
-  using BwdWeights = dnnl::inner_product_backward_weights;
+struct LinearTraits : du::WeightedTraits<LinearShape, dnnl::inner_product_forward, dnnl::inner_product_backward_data,
+                                    dnnl::inner_product_backward_weights, Descs> {
   static bool same(const Shape& a, const Shape& b) { return same_shape(a, b); }
-  static Descs descs(const Shape& sh) { return Descs(sh); }
 
   static Fwd::primitive_desc fwd(const Shape& sh, bool bias) {
     const Descs d(sh);
