@@ -15,13 +15,21 @@
 namespace ht::cuda {
 namespace {
 
+/// cuDNN's own limit on eps (the dispatcher has checked eps > 0 and every shape).
+void check_cudnn_eps(const char* op, const BatchNormShape& sh) {
+  op_check(static_cast<double>(sh.eps) >= CUDNN_BN_MIN_EPSILON, op,
+           "eps " + std::to_string(sh.eps) + " is below cuDNN's minimum " + std::to_string(CUDNN_BN_MIN_EPSILON));
+}
+
 struct BnCache : OpCache {
   bool valid = false;
   int n = 0, c = 0, h = 0, w = 0;
   TensorDesc x, param;
 };
 
-BnCache& prepare(OpCachePtr& slot, const BatchNormShape& sh) {
+/// The cache's descriptors for sh, after the cuDNN eps check of op (throws ht::OpError).
+BnCache& prepare(const char* op, OpCachePtr& slot, const BatchNormShape& sh) {
+  check_cudnn_eps(op, sh);
   BnCache& bc = cache_as<BnCache>(slot);
   if (bc.valid && bc.n == sh.n && bc.c == sh.c && bc.h == sh.h && bc.w == sh.w) return bc;
   bc.x.set(sh.n, sh.c, sh.h, sh.w);
@@ -34,45 +42,30 @@ BnCache& prepare(OpCachePtr& slot, const BatchNormShape& sh) {
   return bc;
 }
 
-/// cuDNN's own limit on eps (the dispatcher has checked eps > 0 and every shape).
-void check_cudnn_eps(const char* op, const BatchNormShape& sh) {
-  op_check(static_cast<double>(sh.eps) >= CUDNN_BN_MIN_EPSILON, op,
-           "eps " + std::to_string(sh.eps) + " is below cuDNN's minimum " + std::to_string(CUDNN_BN_MIN_EPSILON));
-}
-
 void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
                                Tensor& save_mean, Tensor& save_invstd) {
-  const char* op = "batchnorm2d_forward_train";
-  check_cudnn_eps(op, sh);
-  BnCache& bc = prepare(cache, sh);
-  Context& cx = ctx();
+  BnCache& bc = prepare("batchnorm2d_forward_train", cache, sh);
   HT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      cx.cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), bc.x.get(), x.raw(), bc.x.get(), y.raw(),
+      ctx().cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), bc.x.get(), x.raw(), bc.x.get(), y.raw(),
       bc.param.get(), gamma.raw(), beta.raw(), static_cast<double>(sh.momentum), running_mean.raw(),
       running_var.raw(), static_cast<double>(sh.eps), save_mean.raw(), save_invstd.raw()));
 }
 
 void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
-  const char* op = "batchnorm2d_forward_infer";
-  check_cudnn_eps(op, sh);
-  BnCache& bc = prepare(cache, sh);
-  Context& cx = ctx();
+  BnCache& bc = prepare("batchnorm2d_forward_infer", cache, sh);
   HT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-      cx.cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), bc.x.get(), x.raw(), bc.x.get(), y.raw(),
+      ctx().cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), bc.x.get(), x.raw(), bc.x.get(), y.raw(),
       bc.param.get(), gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), static_cast<double>(sh.eps)));
 }
 
 void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
                           const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                           Tensor& dgamma, Tensor& dbeta, bool accumulate) {
-  const char* op = "batchnorm2d_backward";
-  check_cudnn_eps(op, sh);
-  BnCache& bc = prepare(cache, sh);
-  Context& cx = ctx();
+  BnCache& bc = prepare("batchnorm2d_backward", cache, sh);
   HT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      cx.cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), Scalars::one(), Scalars::beta(accumulate),
+      ctx().cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), Scalars::one(), Scalars::beta(accumulate),
       bc.x.get(), x.raw(), bc.x.get(), dy.raw(), bc.x.get(), dx.raw(), bc.param.get(), gamma.raw(), dgamma.raw(),
       dbeta.raw(), static_cast<double>(sh.eps), save_mean.raw(), save_invstd.raw()));
 }

@@ -12,32 +12,23 @@
 #include <cudnn.h>
 #include <nccl.h>
 
-#define HT_CUDA_CHECK(call)                                                                   \
-  do {                                                                                        \
-    cudaError_t ht_rc_ = (call);                                                              \
-    if (ht_rc_ != cudaSuccess)                                                                \
-      ::ht::check_failed("CUDA", __FILE__, __LINE__, #call,                                   \
-                         std::string(cudaGetErrorName(ht_rc_)) + ": " + cudaGetErrorString(ht_rc_)); \
+/// One check for every library above: evaluates `call` once into `ht_rc_` (of type `rc_type`); when
+/// `ok` (an expression of ht_rc_) is false, reports `lib`, the call's text and `text` (an expression of
+/// ht_rc_ giving the library's error string) through ::ht::check_failed, which throws.
+#define HT_LIB_CHECK_(lib, rc_type, call, call_text, ok, text)                  \
+  do {                                                                          \
+    rc_type ht_rc_ = (call);                                                    \
+    if (!(ok)) ::ht::check_failed(lib, __FILE__, __LINE__, call_text, (text));  \
   } while (0)
 
-#define HT_CUDNN_CHECK(call)                                                                  \
-  do {                                                                                        \
-    cudnnStatus_t ht_rc_ = (call);                                                            \
-    if (ht_rc_ != CUDNN_STATUS_SUCCESS)                                                       \
-      ::ht::check_failed("cuDNN", __FILE__, __LINE__, #call, cudnnGetErrorString(ht_rc_));    \
-  } while (0)
-
-#define HT_CUBLAS_CHECK(call)                                                                 \
-  do {                                                                                        \
-    cublasStatus_t ht_rc_ = (call);                                                           \
-    if (ht_rc_ != CUBLAS_STATUS_SUCCESS)                                                      \
-      ::ht::check_failed("cuBLAS", __FILE__, __LINE__, #call, cublasGetStatusString(ht_rc_)); \
-  } while (0)
-
-#define HT_NCCL_CHECK(call)                                                                   \
-  do {                                                                                        \
-    ncclResult_t ht_rc_ = (call);                                                             \
-    if (ht_rc_ != ncclSuccess && ht_rc_ != ncclInProgress)                                    \
-      ::ht::check_failed("NCCL", __FILE__, __LINE__, #call, ncclGetErrorString(ht_rc_));      \
-  } while (0)
+#define HT_CUDA_CHECK(call)                                                 \
+  HT_LIB_CHECK_("CUDA", cudaError_t, call, #call, ht_rc_ == cudaSuccess,    \
+                std::string(cudaGetErrorName(ht_rc_)) + ": " + cudaGetErrorString(ht_rc_))
+#define HT_CUDNN_CHECK(call) \
+  HT_LIB_CHECK_("cuDNN", cudnnStatus_t, call, #call, ht_rc_ == CUDNN_STATUS_SUCCESS, cudnnGetErrorString(ht_rc_))
+#define HT_CUBLAS_CHECK(call) \
+  HT_LIB_CHECK_("cuBLAS", cublasStatus_t, call, #call, ht_rc_ == CUBLAS_STATUS_SUCCESS, cublasGetStatusString(ht_rc_))
+#define HT_NCCL_CHECK(call)                                 \
+  HT_LIB_CHECK_("NCCL", ncclResult_t, call, #call,          \
+                ht_rc_ == ncclSuccess || ht_rc_ == ncclInProgress, ncclGetErrorString(ht_rc_))
 #endif

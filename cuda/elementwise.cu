@@ -9,26 +9,47 @@
 namespace ht::cuda {
 namespace {
 
-__global__ void relu_fwd_kernel(const float* x, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    y[i] = relu_fwd(x[i]);
+/// Grid-stride loop running op(i) for every i in [0, n).
+template <class Op>
+__global__ void map_kernel(Op op, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) op(i);
 }
-__global__ void relu_bwd_kernel(const float* y, const float* dy, float* dx, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    dx[i] = relu_bwd(y[i], dy[i]);
+
+/// Launches map_kernel on the compute stream (nothing when n == 0) and checks the launch.
+template <class Op>
+void launch_map(Op op, int64_t n) {
+  if (n == 0) return;
+  map_kernel<<<blocks_for(n), kThreads, 0, ctx().compute>>>(op, n);
+  HT_KERNEL_CHECK();
 }
-__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    y[i] = a[i] + b[i];
-}
-__global__ void add_inplace_kernel(float* y, const float* x, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    y[i] += x[i];
-}
-__global__ void scale_kernel(float* y, float s, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    y[i] *= s;
-}
+
+// The element functions, as functors (the raw device pointers travel by value into the kernel).
+struct ReluFwd {
+  const float* x;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = relu_fwd(x[i]); }
+};
+struct ReluBwd {
+  const float *y, *dy;
+  float* dx;
+  __device__ void operator()(int64_t i) const { dx[i] = relu_bwd(y[i], dy[i]); }
+};
+struct Add {
+  const float *a, *b;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = a[i] + b[i]; }
+};
+struct AddInplace {
+  float* y;
+  const float* x;
+  __device__ void operator()(int64_t i) const { y[i] += x[i]; }
+};
+struct Scale {
+  float* y;
+  float s;
+  __device__ void operator()(int64_t i) const { y[i] *= s; }
+};
+
 __global__ void nonfinite_kernel(const float* x, int64_t n, unsigned long long* count) {
   __shared__ unsigned long long sm[kThreads];
   unsigned long long c = 0;
@@ -43,44 +64,20 @@ __global__ void nonfinite_kernel(const float* x, int64_t n, unsigned long long* 
   if (threadIdx.x == 0 && sm[0] > 0) atomicAdd(count, sm[0]);
 }
 
-void relu_forward(const Tensor& x, Tensor& y) {
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  relu_fwd_kernel<<<blocks_for(n), kThreads, 0, ctx().compute>>>(static_cast<const float*>(x.raw()),
-                                                                 static_cast<float*>(y.raw()), n);
-  HT_KERNEL_CHECK();
-}
+const float* in(const Tensor& t) { return static_cast<const float*>(t.raw()); }
+float* out(Tensor& t) { return static_cast<float*>(t.raw()); }
+
+void relu_forward(const Tensor& x, Tensor& y) { launch_map(ReluFwd{in(x), out(y)}, x.numel()); }
 
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
-  const int64_t n = y.numel();
-  if (n == 0) return;
-  relu_bwd_kernel<<<blocks_for(n), kThreads, 0, ctx().compute>>>(
-      static_cast<const float*>(y.raw()), static_cast<const float*>(dy.raw()), static_cast<float*>(dx.raw()), n);
-  HT_KERNEL_CHECK();
+  launch_map(ReluBwd{in(y), in(dy), out(dx)}, y.numel());
 }
 
-void add_forward(const Tensor& a, const Tensor& b, Tensor& y) {
-  const int64_t n = a.numel();
-  if (n == 0) return;
-  add_kernel<<<blocks_for(n), kThreads, 0, ctx().compute>>>(
-      static_cast<const float*>(a.raw()), static_cast<const float*>(b.raw()), static_cast<float*>(y.raw()), n);
-  HT_KERNEL_CHECK();
-}
+void add_forward(const Tensor& a, const Tensor& b, Tensor& y) { launch_map(Add{in(a), in(b), out(y)}, a.numel()); }
 
-void add_inplace(Tensor& y, const Tensor& x) {
-  const int64_t n = y.numel();
-  if (n == 0) return;
-  add_inplace_kernel<<<blocks_for(n), kThreads, 0, ctx().compute>>>(static_cast<float*>(y.raw()),
-                                                                    static_cast<const float*>(x.raw()), n);
-  HT_KERNEL_CHECK();
-}
+void add_inplace(Tensor& y, const Tensor& x) { launch_map(AddInplace{out(y), in(x)}, y.numel()); }
 
-void scale_inplace(Tensor& y, float s) {
-  const int64_t n = y.numel();
-  if (n == 0) return;
-  scale_kernel<<<blocks_for(n), kThreads, 0, ctx().compute>>>(static_cast<float*>(y.raw()), s, n);
-  HT_KERNEL_CHECK();
-}
+void scale_inplace(Tensor& y, float s) { launch_map(Scale{out(y), s}, y.numel()); }
 
 int64_t count_nonfinite(const Tensor& x) {
   const int64_t n = x.numel();
@@ -99,11 +96,6 @@ int64_t count_nonfinite(const Tensor& x) {
 
 }  // namespace
 
-const ElementwiseHalf elementwise = {.relu_forward = relu_forward,
-                                     .relu_backward = relu_backward,
-                                     .add_forward = add_forward,
-                                     .add_inplace = add_inplace,
-                                     .scale_inplace = scale_inplace,
-                                     .count_nonfinite = count_nonfinite};
+HT_DEFINE_ELEMENTWISE_HALF();
 
 }  // namespace ht::cuda

@@ -87,9 +87,6 @@ void global_avgpool_backward(OpCachePtr&, const Tensor& dy, Tensor& dx) {
 
 }  // namespace
 
-const PoolHalf pool = {.maxpool2d_forward = maxpool2d_forward,
-                       .maxpool2d_backward = maxpool2d_backward,
-                       .global_avgpool_forward = global_avgpool_forward,
-                       .global_avgpool_backward = global_avgpool_backward};
+HT_DEFINE_POOL_HALF();
 
 }  // namespace ht::cuda

@@ -53,6 +53,12 @@ struct PoolHalf {
 };
 namespace cpu { extern const PoolHalf pool; }  // src/ops/pool_cpu.cpp (oneDNN max pooling)
 namespace cuda { extern const PoolHalf pool; }  // cuda/pool.cu
+/// Defines the table `pool` of the enclosing namespace (ht::cpu or ht::cuda) from that half's
+/// functions of the same names as the fields.
+#define HT_DEFINE_POOL_HALF()                                                                            \
+  const PoolHalf pool = {.maxpool2d_forward = maxpool2d_forward, .maxpool2d_backward = maxpool2d_backward, \
+                         .global_avgpool_forward = global_avgpool_forward,                                 \
+                         .global_avgpool_backward = global_avgpool_backward}
 
 /// ReLU, residual add and the trainer's vector helpers (src/ops/elementwise.hpp).
 struct ElementwiseHalf {
@@ -65,6 +71,12 @@ struct ElementwiseHalf {
 };
 namespace cpu { extern const ElementwiseHalf elementwise; }  // src/ops/elementwise_cpu.cpp
 namespace cuda { extern const ElementwiseHalf elementwise; }  // cuda/elementwise.cu
+/// Defines the table `elementwise` of the enclosing namespace (ht::cpu or ht::cuda) from that half's
+/// functions of the same names as the fields.
+#define HT_DEFINE_ELEMENTWISE_HALF()                                                                          \
+  const ElementwiseHalf elementwise = {.relu_forward = relu_forward, .relu_backward = relu_backward,           \
+                                       .add_forward = add_forward, .add_inplace = add_inplace,                 \
+                                       .scale_inplace = scale_inplace, .count_nonfinite = count_nonfinite}
 
 /// Softmax cross-entropy with label smoothing (src/ops/softmax_xent.hpp).
 struct SoftmaxXentHalf {

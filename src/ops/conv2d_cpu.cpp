@@ -91,13 +91,9 @@ struct Descs {
 };
 
 /// The oneDNN convolution primitives for dnnl_util::WeightedOpCache.
-struct ConvTraits {
-  using Shape = Conv2dShape;
-  using Fwd = dnnl::convolution_forward;
-  using BwdData = dnnl::convolution_backward_data;
-  using BwdWeights = dnnl::convolution_backward_weights;
+struct ConvTraits : du::WeightedTraits<Conv2dShape, dnnl::convolution_forward, dnnl::convolution_backward_data,
+                                    dnnl::convolution_backward_weights, Descs> {
   static bool same(const Shape& a, const Shape& b) { return same_shape(a, b); }
-  static Descs descs(const Shape& sh) { return Descs(sh); }
 
   static Fwd::primitive_desc fwd(const Shape& sh, bool bias) {
     const Descs d(sh);
@@ -126,21 +122,8 @@ struct ConvTraits {
   }
 };
 
-using Conv2dCpuCache = du::WeightedOpCache<ConvTraits>;
-
-void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y) {
-  cache_as<Conv2dCpuCache>(cache).forward(sh, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
-}
-
-void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  cache_as<Conv2dCpuCache>(cache).backward(sh, x.raw(), w.raw(), dy.raw(), dx ? dx->raw() : nullptr, dw.raw(),
-                                           db ? db->raw() : nullptr, accumulate);
-}
-
 }  // namespace
 
-const Conv2dHalf conv2d = {.forward = conv2d_forward, .backward = conv2d_backward};
+const Conv2dHalf conv2d = du::weighted_op_half<ConvTraits>();
 
 }  // namespace ht::cpu

@@ -9,6 +9,22 @@
 
 namespace ht::ref {
 
+/// Calls tap(xi, wi) for every input position x[n,c,ih,iw] that output y[n,k,p,q] reads, with xi its
+/// index in x [N,C,H,W] and wi that of its weight in w [K,C,R,S], in c, r, s order (padding skipped).
+template <class Tap>
+void for_each_tap(const Conv2dShape& sh, int n, int k, int p, int q, Tap tap) {
+  for (int c = 0; c < sh.c; ++c)
+    for (int r = 0; r < sh.r; ++r) {
+      const int ih = p * sh.stride - sh.pad + r;
+      if (ih < 0 || ih >= sh.h) continue;
+      for (int s = 0; s < sh.s; ++s) {
+        const int iw = q * sh.stride - sh.pad + s;
+        if (iw < 0 || iw >= sh.w) continue;
+        tap(((size_t(n) * sh.c + c) * sh.h + ih) * sh.w + iw, ((size_t(k) * sh.c + c) * sh.r + r) * sh.s + s);
+      }
+    }
+}
+
 /// y[n,k,p,q] = b[k] + sum_{c,r,s} x[n,c,p*stride-pad+r,q*stride-pad+s] * w[k,c,r,s]
 /// (out-of-range input positions are zero padding). x [N,C,H,W], w [K,C,R,S], b [K] or null,
 /// y [N,K,P,Q], all contiguous.
@@ -20,16 +36,7 @@ void conv2d_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T
       for (int p = 0; p < P; ++p)
         for (int q = 0; q < Q; ++q) {
           T acc = b ? b[k] : T(0);
-          for (int c = 0; c < sh.c; ++c)
-            for (int r = 0; r < sh.r; ++r) {
-              const int ih = p * sh.stride - sh.pad + r;
-              if (ih < 0 || ih >= sh.h) continue;
-              for (int s = 0; s < sh.s; ++s) {
-                const int iw = q * sh.stride - sh.pad + s;
-                if (iw < 0 || iw >= sh.w) continue;
-                acc += x[((size_t(n) * sh.c + c) * sh.h + ih) * sh.w + iw] * w[((size_t(k) * sh.c + c) * sh.r + r) * sh.s + s];
-              }
-            }
+          for_each_tap(sh, n, k, p, q, [&](size_t xi, size_t wi) { acc += x[xi] * w[wi]; });
           y[((size_t(n) * sh.k + k) * P + p) * Q + q] = acc;
         }
 }
@@ -48,19 +55,10 @@ void conv2d_backward(const Conv2dShape& sh, const T* x, const T* w, const T* dy,
         for (int q = 0; q < Q; ++q) {
           const T g = dy[((size_t(n) * sh.k + k) * P + p) * Q + q];
           if (db) db[k] += g;
-          for (int c = 0; c < sh.c; ++c)
-            for (int r = 0; r < sh.r; ++r) {
-              const int ih = p * sh.stride - sh.pad + r;
-              if (ih < 0 || ih >= sh.h) continue;
-              for (int s = 0; s < sh.s; ++s) {
-                const int iw = q * sh.stride - sh.pad + s;
-                if (iw < 0 || iw >= sh.w) continue;
-                const size_t xi = ((size_t(n) * sh.c + c) * sh.h + ih) * sh.w + iw;
-                const size_t wi = ((size_t(k) * sh.c + c) * sh.r + r) * sh.s + s;
-                if (dx) dx[xi] += g * w[wi];
-                if (dw) dw[wi] += g * x[xi];
-              }
-            }
+          for_each_tap(sh, n, k, p, q, [&](size_t xi, size_t wi) {
+            if (dx) dx[xi] += g * w[wi];
+            if (dw) dw[wi] += g * x[xi];
+          });
         }
 }
 

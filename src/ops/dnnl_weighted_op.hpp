@@ -2,7 +2,8 @@
 // The oneDNN plumbing shared by the CPU ops with weights, convolution and inner product (linear):
 // forward, backward-data and backward-weights (+ bias) primitives with their staged operands
 // (dnnl_util::Staged), built once per shape and bias choice, and the calls that run them. The op
-// supplies a Traits type saying how to build each primitive descriptor:
+// supplies a Traits type saying how to build each primitive descriptor (deriving from WeightedTraits
+// below gives the type members and descs()):
 //
 //   struct Traits {
 //     using Shape = ...;                 // e.g. Conv2dShape
@@ -21,11 +22,26 @@
 // Source: oneDNN 2.6 C++ API (convolution_*, inner_product_*, primitive_desc queries).
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
+#include "src/base/op_halves.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/op.hpp"
 
 namespace ht::dnnl_util {
+
+/// The type half of a Traits type (the header comment): the shape, the three primitive types and the
+/// user descriptors, built by Descs(sh). An op's Traits derives from it and adds same() and the three
+/// primitive descriptor builders.
+template <class ShapeT, class FwdT, class BwdDataT, class BwdWeightsT, class DescsT>
+struct WeightedTraits {
+  using Shape = ShapeT;
+  using Fwd = FwdT;
+  using BwdData = BwdDataT;
+  using BwdWeights = BwdWeightsT;
+  using Descs = DescsT;
+  static Descs descs(const Shape& sh) { return Descs(sh); }
+};
 
 template <class Traits>
 struct WeightedOpCache : OpCache {
@@ -34,21 +50,32 @@ struct WeightedOpCache : OpCache {
   using BwdData = typename Traits::BwdData;
   using BwdWeights = typename Traits::BwdWeights;
 
-  std::optional<Shape> fwd_shape;  // forward, also the hint of both backward primitives
-  bool fwd_bias = false;
-  typename Fwd::primitive_desc fwd_pd;
-  Fwd fwd;
+  /// One primitive with the shape and bias choice it was built for.
+  template <class Prim>
+  struct Pass {
+    std::optional<Shape> shape;
+    bool bias = false;
+    typename Prim::primitive_desc pd;
+    Prim prim;
+    /// Whether it was built for sh and bias.
+    bool serves(const Shape& sh, bool b) const { return shape && Traits::same(*shape, sh) && bias == b; }
+    /// Makes the primitive of desc, runs stage(pd) (the operands' init), then records sh and b (so a
+    /// throw on the way leaves the pass to be rebuilt).
+    template <class Stage>
+    void build(typename Prim::primitive_desc desc, const Shape& sh, bool b, Stage stage) {
+      pd = std::move(desc);
+      prim = Prim(pd);
+      stage(pd);
+      shape = sh;
+      bias = b;
+    }
+  };
+
+  Pass<Fwd> fp;  // forward, also the hint of both backward primitives
   Staged fx, fw, fy;
-
-  std::optional<Shape> bd_shape;  // backward data
-  typename BwdData::primitive_desc bd_pd;
-  BwdData bd;
+  Pass<BwdData> bdp;  // backward data (bias always false)
   Staged bd_dy, bd_w, bd_dx;
-
-  std::optional<Shape> bw_shape;  // backward weights (+ bias)
-  bool bw_bias = false;
-  typename BwdWeights::primitive_desc bw_pd;
-  BwdWeights bw;
+  Pass<BwdWeights> bwp;  // backward weights (+ bias)
   Staged bw_x, bw_dy, bw_dw, bw_db;
 
   /// y = op(x, w) (+ b): raw pointers into plain user tensors.
@@ -57,9 +84,9 @@ struct WeightedOpCache : OpCache {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, fx.in(x)},
                                          {DNNL_ARG_WEIGHTS, fw.in(w)},
                                          {DNNL_ARG_DST, fy.out(y, false)},
-                                         {DNNL_ARG_SCRATCHPAD, scratchpad(fwd_pd.scratchpad_desc())}};
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad(fp.pd.scratchpad_desc())}};
     if (b) args.emplace(DNNL_ARG_BIAS, wrap(Traits::descs(sh).b, const_cast<void*>(b)));
-    execute(fwd, args);
+    execute(fp.prim, args);
     fy.finish();
   }
 
@@ -68,7 +95,7 @@ struct WeightedOpCache : OpCache {
                 bool accumulate) {
     // The backward primitives need the forward primitive descriptor as a hint; keep the forward's
     // bias choice if it was built for this shape (bias does not change the chosen layouts).
-    ensure_fwd(sh, fwd_shape && Traits::same(*fwd_shape, sh) ? fwd_bias : false);
+    ensure_fwd(sh, fp.shape && Traits::same(*fp.shape, sh) ? fp.bias : false);
     ensure_bwd_weights(sh, db != nullptr);
     if (dx) ensure_bwd_data(sh);
     // Backward weights first: dy is reordered once when both primitives want the same layout.
@@ -77,9 +104,9 @@ struct WeightedOpCache : OpCache {
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, bw_x.in(x)},
                                            {DNNL_ARG_DIFF_DST, mdy},
                                            {DNNL_ARG_DIFF_WEIGHTS, bw_dw.out(dw, accumulate)},
-                                           {DNNL_ARG_SCRATCHPAD, scratchpad(bw_pd.scratchpad_desc())}};
+                                           {DNNL_ARG_SCRATCHPAD, scratchpad(bwp.pd.scratchpad_desc())}};
       if (db) args.emplace(DNNL_ARG_DIFF_BIAS, bw_db.out(db, accumulate));
-      execute(bw, args);
+      execute(bwp.prim, args);
       bw_dw.finish();
       if (db) bw_db.finish();
     }
@@ -88,50 +115,61 @@ struct WeightedOpCache : OpCache {
       std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, share ? mdy : bd_dy.in(dy)},
                                            {DNNL_ARG_WEIGHTS, bd_w.in(w)},
                                            {DNNL_ARG_DIFF_SRC, bd_dx.out(dx, false)},
-                                           {DNNL_ARG_SCRATCHPAD, scratchpad(bd_pd.scratchpad_desc())}};
-      execute(bd, args);
+                                           {DNNL_ARG_SCRATCHPAD, scratchpad(bdp.pd.scratchpad_desc())}};
+      execute(bdp.prim, args);
       bd_dx.finish();
     }
   }
 
  private:
   void ensure_fwd(const Shape& sh, bool bias) {
-    if (fwd_shape && Traits::same(*fwd_shape, sh) && fwd_bias == bias) return;
+    if (fp.serves(sh, bias)) return;
     const auto d = Traits::descs(sh);
-    fwd_pd = Traits::fwd(sh, bias);
-    fwd = Fwd(fwd_pd);
-    fx.init(d.x_user, fwd_pd.src_desc(), 0);
-    fw.init(d.w_user, fwd_pd.weights_desc(), 1);
-    fy.init(d.y_user, fwd_pd.dst_desc(), 2);
-    fwd_shape = sh;
-    fwd_bias = bias;
-    bd_shape.reset();  // the backward primitives were hinted by the old forward
-    bw_shape.reset();
+    fp.build(Traits::fwd(sh, bias), sh, bias, [&](const auto& pd) {
+      fx.init(d.x_user, pd.src_desc(), 0);
+      fw.init(d.w_user, pd.weights_desc(), 1);
+      fy.init(d.y_user, pd.dst_desc(), 2);
+    });
+    bdp.shape.reset();  // the backward primitives were hinted by the old forward
+    bwp.shape.reset();
   }
 
   void ensure_bwd_data(const Shape& sh) {
-    if (bd_shape && Traits::same(*bd_shape, sh)) return;
+    if (bdp.serves(sh, false)) return;
     const auto d = Traits::descs(sh);
-    bd_pd = Traits::bwd_data(sh, fwd_pd);
-    bd = BwdData(bd_pd);
-    bd_dy.init(d.y_user, bd_pd.diff_dst_desc(), 4);
-    bd_w.init(d.w_user, bd_pd.weights_desc(), 5);
-    bd_dx.init(d.x_user, bd_pd.diff_src_desc(), 6);
-    bd_shape = sh;
+    bdp.build(Traits::bwd_data(sh, fp.pd), sh, false, [&](const auto& pd) {
+      bd_dy.init(d.y_user, pd.diff_dst_desc(), 4);
+      bd_w.init(d.w_user, pd.weights_desc(), 5);
+      bd_dx.init(d.x_user, pd.diff_src_desc(), 6);
+    });
   }
 
   void ensure_bwd_weights(const Shape& sh, bool bias) {
-    if (bw_shape && Traits::same(*bw_shape, sh) && bw_bias == bias) return;
+    if (bwp.serves(sh, bias)) return;
     const auto d = Traits::descs(sh);
-    bw_pd = Traits::bwd_weights(sh, bias, fwd_pd);
-    bw = BwdWeights(bw_pd);
-    bw_x.init(d.x_user, bw_pd.src_desc(), 0);
-    bw_dy.init(d.y_user, bw_pd.diff_dst_desc(), 1);
-    bw_dw.init(d.w_user, bw_pd.diff_weights_desc(), 2);
-    bw_db.init(d.b, bias ? bw_pd.diff_bias_desc() : d.b, 3);
-    bw_shape = sh;
-    bw_bias = bias;
+    bwp.build(Traits::bwd_weights(sh, bias, fp.pd), sh, bias, [&](const auto& pd) {
+      bw_x.init(d.x_user, pd.src_desc(), 0);
+      bw_dy.init(d.y_user, pd.diff_dst_desc(), 1);
+      bw_dw.init(d.w_user, pd.diff_weights_desc(), 2);
+      bw_db.init(d.b, bias ? pd.diff_bias_desc() : d.b, 3);
+    });
   }
 };
+
+/// The CPU half (src/base/op_halves.hpp) of the op that Traits describes: forward and backward run
+/// through the WeightedOpCache<Traits> kept in the op's cache slot (null b, dx, db: not computed).
+template <class Traits>
+constexpr WeightedOpHalf<typename Traits::Shape> weighted_op_half() {
+  using Shape = typename Traits::Shape;
+  return {.forward = [](OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y) {
+            cache_as<WeightedOpCache<Traits>>(cache).forward(sh, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
+          },
+          .backward = [](OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+            cache_as<WeightedOpCache<Traits>>(cache).backward(sh, x.raw(), w.raw(), dy.raw(), dx ? dx->raw() : nullptr,
+                                                              dw.raw(), db ? db->raw() : nullptr, accumulate);
+          }};
+}
 
 }  // namespace ht::dnnl_util

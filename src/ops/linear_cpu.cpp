@@ -38,13 +38,9 @@ struct Descs {
 };
 
 /// The oneDNN inner-product primitives for dnnl_util::WeightedOpCache.
-struct LinearTraits {
-  using Shape = LinearShape;
-  using Fwd = dnnl::inner_product_forward;
-  using BwdData = dnnl::inner_product_backward_data;
-  using BwdWeights = dnnl::inner_product_backward_weights;
+struct LinearTraits : du::WeightedTraits<LinearShape, dnnl::inner_product_forward, dnnl::inner_product_backward_data,
+                                    dnnl::inner_product_backward_weights, Descs> {
   static bool same(const Shape& a, const Shape& b) { return same_shape(a, b); }
-  static Descs descs(const Shape& sh) { return Descs(sh); }
 
   static Fwd::primitive_desc fwd(const Shape& sh, bool bias) {
     const Descs d(sh);
@@ -64,21 +60,8 @@ struct LinearTraits {
   }
 };
 
-using LinearCpuCache = du::WeightedOpCache<LinearTraits>;
-
-void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y) {
-  cache_as<LinearCpuCache>(cache).forward(sh, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
-}
-
-void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  cache_as<LinearCpuCache>(cache).backward(sh, x.raw(), w.raw(), dy.raw(), dx ? dx->raw() : nullptr, dw.raw(),
-                                           db ? db->raw() : nullptr, accumulate);
-}
-
 }  // namespace
 
-const LinearHalf linear = {.forward = linear_forward, .backward = linear_backward};
+const LinearHalf linear = du::weighted_op_half<LinearTraits>();
 
 }  // namespace ht::cpu

@@ -147,40 +147,41 @@ void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x,
 
 // ---- global average pool (own code) -----------------------------------------------------------
 
-void global_avgpool_forward(OpCachePtr& /*cache*/, const Tensor& x, Tensor& y) {
-  const int64_t nc = x.dim(0) * x.dim(1), hw = x.dim(2) * x.dim(3);
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
+/// Runs body(i, hw, inv) for each plane i of the N*C planes of hw = H*W elements of the NCHW tensor t
+/// (inv = 1/hw), across OpenMP threads when t is large enough to pay for the fork.
+template <class Body>
+void for_each_plane(const Tensor& t, Body body) {
+  const int64_t nc = t.dim(0) * t.dim(1), hw = t.dim(2) * t.dim(3);
   const float inv = 1.0f / static_cast<float>(hw);
 #pragma omp parallel for if (nc * hw >= (1 << 15)) schedule(static)
-  for (int64_t i = 0; i < nc; ++i) {
+  for (int64_t i = 0; i < nc; ++i) body(i, hw, inv);
+}
+
+void global_avgpool_forward(OpCachePtr& /*cache*/, const Tensor& x, Tensor& y) {
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for_each_plane(x, [=](int64_t i, int64_t hw, float inv) {
     const float* plane = xp + i * hw;
     float s = 0.f;
 #pragma omp simd reduction(+ : s)
     for (int64_t j = 0; j < hw; ++j) s += plane[j];
     yp[i] = s * inv;
-  }
+  });
 }
 
 void global_avgpool_backward(OpCachePtr& /*cache*/, const Tensor& dy, Tensor& dx) {
-  const int64_t nc = dx.dim(0) * dx.dim(1), hw = dx.dim(2) * dx.dim(3);
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
-  const float inv = 1.0f / static_cast<float>(hw);
-#pragma omp parallel for if (nc * hw >= (1 << 15)) schedule(static)
-  for (int64_t i = 0; i < nc; ++i) {
+  for_each_plane(dx, [=](int64_t i, int64_t hw, float inv) {
     const float g = dyp[i] * inv;
     float* plane = dxp + i * hw;
 #pragma omp simd
     for (int64_t j = 0; j < hw; ++j) plane[j] = g;
-  }
+  });
 }
 
 }  // namespace
 
-const PoolHalf pool = {.maxpool2d_forward = maxpool2d_forward,
-                       .maxpool2d_backward = maxpool2d_backward,
-                       .global_avgpool_forward = global_avgpool_forward,
-                       .global_avgpool_backward = global_avgpool_backward};
+HT_DEFINE_POOL_HALF();
 
 }  // namespace ht::cpu

@@ -241,3 +241,14 @@ TEST_CASE("conv2d oneDNN benchmark", "[.bench][conv2d_bench]") {
     std::fflush(stdout);
   }
 }
+
+TEST_CASE("conv2d dispatcher rejects stride 0 before computing the output size", "[conv2d]") {
+  OpCachePtr cache;
+  Tensor x = Tensor::zeros({1, 1, 4, 4}, DType::f32, Device::cpu), w = Tensor::zeros({1, 1, 3, 3}, DType::f32, Device::cpu);
+  Tensor y = Tensor::zeros({1, 1, 2, 2}, DType::f32, Device::cpu);
+  REQUIRE_THROWS_WITH(conv2d_forward(cache, shape(1, 1, 4, 4, 1, 3, 3, 0, 0), x, w, nullptr, y),
+                      Catch::Contains("invalid shape N=1 C=1 H=4 W=4 K=1 R=3 S=3 stride=0 pad=0"));
+  Tensor bad_y = Tensor::zeros({1, 1, 3, 3}, DType::f32, Device::cpu);
+  REQUIRE_THROWS_WITH(conv2d_forward(cache, shape(1, 1, 4, 4, 1, 3, 3, 1, 0), x, w, nullptr, bad_y),
+                      Catch::Contains("conv2d_forward") && Catch::Contains(": y"));
+}

@@ -145,3 +145,18 @@ TEST_CASE("linear oneDNN benchmark", "[.bench][linear_bench]") {
     std::fflush(stdout);
   }
 }
+
+TEST_CASE("linear dispatchers check the shape first, then each tensor (weighted_op_args.hpp)", "[linear]") {
+  OpCachePtr cache;
+  Tensor x = Tensor::zeros({2, 3}, DType::f32, Device::cpu), w = Tensor::zeros({4, 3}, DType::f32, Device::cpu);
+  Tensor y = Tensor::zeros({2, 4}, DType::f32, Device::cpu), b = Tensor::zeros({4}, DType::f32, Device::cpu);
+  REQUIRE_THROWS_WITH(linear_forward(cache, lshape(0, 3, 4), x, w, &b, y),
+                      Catch::Contains("linear_forward") && Catch::Contains("invalid shape N=0 in=3 out=4"));
+  Tensor bad_b = Tensor::zeros({3}, DType::f32, Device::cpu);
+  REQUIRE_THROWS_WITH(linear_forward(cache, lshape(2, 3, 4), x, w, &bad_b, y), Catch::Contains(": b"));
+  Tensor dw = Tensor::zeros({4, 3}, DType::f32, Device::cpu), bad_dx = Tensor::zeros({2, 4}, DType::f32, Device::cpu);
+  REQUIRE_THROWS_WITH(linear_backward(cache, lshape(2, 3, 4), x, w, y, &bad_dx, dw, nullptr, false),
+                      Catch::Contains("linear_backward") && Catch::Contains(": dx"));
+  linear_forward(cache, lshape(2, 3, 4), x, w, &b, y);  // valid: no throw
+  REQUIRE(y.data<float>()[0] == 0.0f);
+}

@@ -1,0 +1,66 @@
+#pragma once
+// The argument checks of the ops with weights (conv2d, linear), written once: the op supplies a Dims
+// type saying when its shape is valid and the dims of each tensor:
+//
+//   struct Dims {
+//     using Shape = ...;                                   // e.g. Conv2dShape
+//     static bool valid(const Shape&);                     // every size positive (and the like)
+//     static std::string describe(const Shape&);           // "N=.. C=.. ..." for the error text
+//     static std::vector<int64_t> x(const Shape&), w(const Shape&), y(const Shape&), b(const Shape&);
+//   };
+//
+// x(), w(), y() and b() are called only after valid() has held. HT_DEFINE_WEIGHTED_OP (below) writes
+// the op's two public functions from them.
+#include <string>
+
+#include "src/ops/op.hpp"
+
+namespace ht {
+
+/// Checks sh (RuntimeError "<op>(<device>): invalid shape ...") and x, w against it.
+template <class Dims>
+OpArgs weighted_op_args(const char* op, const typename Dims::Shape& sh, const Tensor& x, const Tensor& w) {
+  OpArgs a(op, x);
+  a.require(Dims::valid(sh), "invalid shape " + Dims::describe(sh));
+  a.f32(x, "x", Dims::x(sh)).f32(w, "w", Dims::w(sh));
+  return a;
+}
+
+/// Validates a forward call y = op(x, w) (+ b): sh, then x, w, b (when not null), y. Returns the
+/// checked arguments (their device picks the half).
+template <class Dims>
+OpArgs weighted_forward_args(const char* op, const typename Dims::Shape& sh, const Tensor& x, const Tensor& w,
+                             const Tensor* b, const Tensor& y) {
+  const OpArgs a = weighted_op_args<Dims>(op, sh, x, w);
+  if (b) a.f32(*b, "b", Dims::b(sh));
+  a.f32(y, "y", Dims::y(sh));
+  return a;
+}
+
+/// Validates a backward call: sh, then x, w, dy, dw, dx (when not null), db (when not null).
+template <class Dims>
+OpArgs weighted_backward_args(const char* op, const typename Dims::Shape& sh, const Tensor& x, const Tensor& w,
+                              const Tensor& dy, const Tensor* dx, const Tensor& dw, const Tensor* db) {
+  const OpArgs a = weighted_op_args<Dims>(op, sh, x, w);
+  a.f32(dy, "dy", Dims::y(sh)).f32(dw, "dw", Dims::w(sh));
+  if (dx) a.f32(*dx, "dx", Dims::x(sh));
+  if (db) a.f32(*db, "db", Dims::b(sh));
+  return a;
+}
+
+}  // namespace ht
+
+/// Defines ht::<op>_forward and ht::<op>_backward (declared in src/ops/<op>.hpp, Shape their shape
+/// type) for the weighted op with the checks of Dims and the tables cpu::<op> / cuda::<op>: validate
+/// as above, then run the half of x's device (HT_DISPATCH). Use inside namespace ht.
+#define HT_DEFINE_WEIGHTED_OP(op, Shape, Dims)                                                                 \
+  void op##_forward(OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor* b,     \
+                    Tensor& y) {                                                                               \
+    const OpArgs a = weighted_forward_args<Dims>(#op "_forward", sh, x, w, b, y);                              \
+    HT_DISPATCH(a.device(), #op "_forward", op.forward, cache, sh, x, w, b, y);                                \
+  }                                                                                                            \
+  void op##_backward(OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,   \
+                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {                                    \
+    const OpArgs a = weighted_backward_args<Dims>(#op "_backward", sh, x, w, dy, dx, dw, db);                  \
+    HT_DISPATCH(a.device(), #op "_backward", op.backward, cache, sh, x, w, dy, dx, dw, db, accumulate);        \
+  }
