@@ -119,7 +119,6 @@ double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float la
 
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
                            Tensor& dlogits) {
-  const char* op = "softmax_xent_backward";
   const int64_t n = probs.dim(0);
   const int k = static_cast<int>(probs.dim(1));
   const float s_over_n = static_cast<float>(static_cast<double>(scale) / static_cast<double>(n));
