@@ -11,42 +11,45 @@ namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 
-/// Runs body(i) for i in [0, n): vectorised, and across OpenMP threads when n >= kParallelMin.
-template <class Body>
-void for_each_element(int64_t n, Body body) {
-#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i) body(i);
-}
-
 void relu_forward(const Tensor& x, Tensor& y) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  for_each_element(x.numel(), [=](int64_t i) { yp[i] = relu_fwd(xp[i]); });
+  const int64_t n = x.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) yp[i] = relu_fwd(xp[i]);
 }
 
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   const float* yp = y.data<float>();
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
-  for_each_element(y.numel(), [=](int64_t i) { dxp[i] = relu_bwd(yp[i], dyp[i]); });
+  const int64_t n = y.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dxp[i] = relu_bwd(yp[i], dyp[i]);
 }
 
 void add_forward(const Tensor& a, const Tensor& b, Tensor& y) {
   const float* ap = a.data<float>();
   const float* bp = b.data<float>();
   float* yp = y.data<float>();
-  for_each_element(a.numel(), [=](int64_t i) { yp[i] = ap[i] + bp[i]; });
+  const int64_t n = a.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
 }
 
 void add_inplace(Tensor& y, const Tensor& x) {
   float* yp = y.data<float>();
   const float* xp = x.data<float>();
-  for_each_element(y.numel(), [=](int64_t i) { yp[i] += xp[i]; });
+  const int64_t n = y.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) yp[i] += xp[i];
 }
 
 void scale_inplace(Tensor& y, float s) {
   float* yp = y.data<float>();
-  for_each_element(y.numel(), [=](int64_t i) { yp[i] *= s; });
+  const int64_t n = y.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) yp[i] *= s;
 }
 
 int64_t count_nonfinite(const Tensor& x) {
