@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <tuple>
 
 #include "io/dataset_h5_shard.hpp"
 #include "io/h5_check.hpp"
@@ -45,6 +46,36 @@ std::string floats_str(const std::vector<float>& v) {
   return o.str() + "]";
 }
 
+// Limits on what a shard may declare, checked before any size arithmetic or allocation.
+constexpr int64_t kMaxSide = 1 << 16;             // pixels per side
+constexpr int64_t kMaxChannels = 64;
+constexpr int64_t kMaxClasses = 1 << 20;
+constexpr int64_t kMaxSampleBytes = int64_t{1} << 28;  // 256 MiB per sample
+// zlib's best ratio is about 1032:1; nothing stored compressed can stand for more bytes than that.
+constexpr uint64_t kMaxInflation = 1100;
+
+/// A dataset's declared bytes (rows x row_bytes, overflow-checked) against what the file can hold:
+/// uncompressed, the bytes HDF5 has stored for it must cover the declaration (a dataset without
+/// data, or with chunks missing, would read as zeros); compressed, the declaration may not exceed
+/// the file's size times zlib's best ratio. UsageError naming file, dataset and sizes otherwise.
+void check_declared_size(const std::string& path, const char* name, hid_t dset, uint64_t rows, uint64_t row_bytes,
+                         int64_t file_bytes) {
+  if (rows > (uint64_t{1} << 40) || (row_bytes > 0 && rows > UINT64_MAX / row_bytes))
+    throw UsageError(path + ": dataset /" + name + " declares " + std::to_string(rows) + " rows of " +
+                     std::to_string(row_bytes) + " bytes, more than any file can hold");
+  const uint64_t declared = rows * row_bytes;
+  H5Handle dcpl(HT_H5_CHECK(H5Dget_create_plist(dset)), H5Pclose);
+  const bool filtered = H5Pget_nfilters(dcpl) > 0;
+  const uint64_t stored = H5Dget_storage_size(dset);
+  const uint64_t fsize = static_cast<uint64_t>(file_bytes);
+  if (!filtered && stored < declared)
+    throw UsageError(path + ": dataset /" + name + " declares " + std::to_string(declared) + " bytes but " +
+                     std::to_string(stored) + " are stored (no data written, or the file is truncated or corrupt)");
+  if (filtered && declared > fsize * kMaxInflation)
+    throw UsageError(path + ": dataset /" + name + " declares " + std::to_string(declared) + " bytes in a " +
+                     std::to_string(fsize) + "-byte file, beyond any compression ratio");
+}
+
 }  // namespace
 
 Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>& labels) {
@@ -78,7 +109,18 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
   need_int("height", h);
   need_int("width", w);
   need_int("channels", c);
-  if (nc < 1) throw UsageError(path + ": root attribute num_classes = " + std::to_string(nc) + ", must be >= 1");
+  if (nc < 1 || nc > kMaxClasses)
+    throw UsageError(path + ": root attribute num_classes = " + std::to_string(nc) + ", must be in [1, " +
+                     std::to_string(kMaxClasses) + "]");
+  // Bounds before any arithmetic or narrowing: a shard's declared sizes are untrusted.
+  for (auto [name, v, hi] : {std::tuple{"height", h, kMaxSide}, std::tuple{"width", w, kMaxSide},
+                             std::tuple{"channels", c, kMaxChannels}})
+    if (v < 1 || v > hi)
+      throw UsageError(path + ": root attribute " + name + " = " + std::to_string(v) + ", must be in [1, " +
+                       std::to_string(hi) + "]");
+  if (h * w * c > kMaxSampleBytes)
+    throw UsageError(path + ": one sample of height*width*channels = " + std::to_string(h * w * c) +
+                     " bytes is over the " + std::to_string(kMaxSampleBytes) + "-byte limit");
   if (!h5_read_attr_string(s.file, "split", meta.split)) throw UsageError(path + ": root attribute 'split' missing or not a string");
   DatasetInfo& info = meta.info;
   info.num_classes = static_cast<int>(nc);
@@ -122,6 +164,7 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
                      std::to_string(h) + " width=" + std::to_string(w) + " channels=" + std::to_string(c));
   if (h < 1 || w < 1 || c < 1) throw UsageError(path + ": dataset /images has empty sample shape " + dims_str(d));
   s.count = static_cast<int64_t>(d[0]);
+  check_declared_size(path, "images", s.images, d[0], static_cast<uint64_t>(h * w * c), st.st_size);
 
   // /labels
   if (H5Lexists(s.file, "labels", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /labels missing");
@@ -138,6 +181,7 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
   if (static_cast<int64_t>(ld[0]) != s.count)
     throw UsageError(path + ": dataset /images has " + std::to_string(s.count) + " samples but /labels has " +
                      std::to_string(ld[0]) + " (lengths must match)");
+  check_declared_size(path, "labels", lab, ld[0], 4, st.st_size);
   size_t base = labels.size();
   labels.resize(base + static_cast<size_t>(s.count));
   if (s.count > 0 && H5Dread(lab, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data() + base) < 0)

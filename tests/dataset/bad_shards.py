@@ -46,7 +46,28 @@ def truncated(p):
         fh.truncate(size // 2)
 
 
+def declared_only(shape, attrs=None):
+    """A shard whose /images declares `shape` (chunked, never written: the file stays small)."""
+    def f(p):
+        import h5py
+        write_shard(p, images(100), labels(100), index=1, num=2, attrs=attrs)
+        with h5py.File(p, "r+") as fh:
+            del fh["images"]
+            fh.create_dataset("images", shape=shape, dtype=np.uint8, chunks=(1,) + tuple(min(s, 64) for s in shape[1:]))
+            if shape[0] != 100:
+                del fh["labels"]
+                fh.create_dataset("labels", shape=(shape[0],), dtype=np.int32, chunks=(min(1024, shape[0]),))
+    return f
+
+
 CASES = [
+    # Sizes are untrusted: checked before any arithmetic or allocation (ASan/UBSan found overflows here).
+    ("side_2_32", declared_only((4, 2**32, 2**32, 1), dict(height=2**32, width=2**32)),
+     ["root attribute height = 4294967296, must be in [1, 65536]"]),
+    ("images_never_written", declared_only((100, 4, 5, 1)),
+     ["dataset /images declares 2000 bytes but 0 are stored"]),
+    ("rows_2_36_unwritten", declared_only((2**36, 4, 5, 1)),
+     ["dataset /images declares 1374389534720 bytes but 0 are stored"]),
     ("length_mismatch", lambda p: write_shard(p, images(100), labels(98), index=1, num=2),
      ["/images has 100 samples but /labels has 98"]),
     ("labels_float64", lambda p: write_shard(p, images(100), labels(100).astype(np.float64), index=1, num=2),
