@@ -6,18 +6,21 @@ namespace {
 /// x [N,C,H,W] and the shape; per-channel tensors are checked with channel().
 OpArgs bn_args(const char* op, const BatchNormShape& sh, const Tensor& x) {
   OpArgs a(op, x);
-  a.require(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0, "empty shape [" + std::to_string(sh.n) + ", " +
-                                                              std::to_string(sh.c) + ", " + std::to_string(sh.h) +
-                                                              ", " + std::to_string(sh.w) + "]");
-  a.require(sh.eps > 0.f, "eps " + std::to_string(sh.eps) + " must be positive");
+  a.require(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0, [&] {
+    return std::string("empty shape [" + std::to_string(sh.n) + ", " + std::to_string(sh.c) + ", " +
+                       std::to_string(sh.h) + ", " + std::to_string(sh.w) + "]");
+  });
+  a.require(sh.eps > 0.f, [&] { return std::string("eps " + std::to_string(sh.eps) + " must be positive"); });
   a.f32(x, "x", {sh.n, sh.c, sh.h, sh.w});
   return a;
 }
 
 /// A per-channel tensor: float32, C elements (any shape, e.g. [C] views into a flat buffer).
 void channel(const OpArgs& a, const BatchNormShape& sh, const Tensor& t, const char* name) {
-  a.f32(t, name).require(t.numel() == sh.c, std::string(name) + " " + t.shape_str() + " must have C = " +
-                                                std::to_string(sh.c) + " elements");
+  a.f32(t, name).require(t.numel() == sh.c, [&] {
+    return std::string(std::string(name) + " " + t.shape_str() + " must have C = " + std::to_string(sh.c) +
+                       " elements");
+  });
 }
 }  // namespace
 
@@ -26,7 +29,9 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
                                Tensor& save_mean, Tensor& save_invstd) {
   const OpArgs a = bn_args("batchnorm2d_forward_train", sh, x);
   const int64_t m = int64_t{sh.n} * sh.h * sh.w;
-  a.require(m > 1, "training needs more than one value per channel (N*H*W = " + std::to_string(m) + ")");
+  a.require(m > 1, [&] {
+    return std::string("training needs more than one value per channel (N*H*W = " + std::to_string(m) + ")");
+  });
   a.f32(y, "y", {sh.n, sh.c, sh.h, sh.w});
   channel(a, sh, gamma, "gamma");
   channel(a, sh, beta, "beta");

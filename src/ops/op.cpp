@@ -2,41 +2,43 @@
 
 namespace ht {
 
-OpArgs::OpArgs(const char* op, const Tensor& first) : dev_(first.defined() ? first.device() : Device::cpu) {
-  op_ = std::string(op) + "(" + device_name(dev_) + ")";
-}
+OpArgs::OpArgs(const char* op, const Tensor& first)
+    : op_(op), dev_(first.defined() ? first.device() : Device::cpu) {}
 
-const OpArgs& OpArgs::require(bool ok, const std::string& what) const {
-  if (!ok) throw RuntimeError(op_ + ": " + what);
-  return *this;
+void OpArgs::fail(const std::string& what) const {
+  throw RuntimeError(std::string(op_) + "(" + device_name(dev_) + "): " + what);
 }
 
 const OpArgs& OpArgs::on_device(const Tensor& t, const char* name) const {
-  require(t.defined(), std::string(name) + " is undefined");
-  return require(t.device() == dev_, std::string(name) + " is on " + device_name(t.device()) + ", expected " +
-                                         device_name(dev_));
+  if (!t.defined()) fail(std::string(name) + " is undefined");
+  if (t.device() != dev_)
+    fail(std::string(name) + " is on " + device_name(t.device()) + ", expected " + device_name(dev_));
+  return *this;
 }
 
 const OpArgs& OpArgs::f32(const Tensor& t, const char* name) const {
   on_device(t, name);
-  return require(t.dtype() == DType::f32,
-                 std::string(name) + " has dtype " + dtype_name(t.dtype()) + ", expected float32");
+  if (t.dtype() != DType::f32) fail(std::string(name) + " has dtype " + dtype_name(t.dtype()) + ", expected float32");
+  return *this;
 }
 
 const OpArgs& OpArgs::f32(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const {
   f32(t, name);
-  return require(t.shape() == shape,
-                 std::string(name) + " has shape " + t.shape_str() + ", expected " + shape_to_string(shape));
+  if (t.shape() != shape)
+    fail(std::string(name) + " has shape " + t.shape_str() + ", expected " + shape_to_string(shape));
+  return *this;
 }
 
 const OpArgs& OpArgs::i32(const Tensor& t, const char* name) const {
   on_device(t, name);
-  return require(t.dtype() == DType::i32, std::string(name) + " has dtype " + dtype_name(t.dtype()) + ", expected int32");
+  if (t.dtype() != DType::i32) fail(std::string(name) + " has dtype " + dtype_name(t.dtype()) + ", expected int32");
+  return *this;
 }
 
 const OpArgs& OpArgs::same_numel(const Tensor& a, const char* na, const Tensor& b, const char* nb) const {
-  return require(a.numel() == b.numel(),
-                 std::string(na) + " " + a.shape_str() + " and " + nb + " " + b.shape_str() + " differ in size");
+  if (a.numel() != b.numel())
+    fail(std::string(na) + " " + a.shape_str() + " and " + nb + " " + b.shape_str() + " differ in size");
+  return *this;
 }
 
 }  // namespace ht

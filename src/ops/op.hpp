@@ -35,12 +35,18 @@ class OpArgs {
   const OpArgs& i32(const Tensor& t, const char* name) const;
   /// a and b hold the same number of elements.
   const OpArgs& same_numel(const Tensor& a, const char* na, const Tensor& b, const char* nb) const;
-  /// Throws "<op>(<device>): <what>" unless ok.
-  const OpArgs& require(bool ok, const std::string& what) const;
+  /// Throws "<op>(<device>): <what()>" unless ok. `what` is a callable returning the message, so the
+  /// text is built only on failure: the checks run on every op call of every training step.
+  template <class Message>
+  const OpArgs& require(bool ok, Message&& what) const {
+    if (!ok) fail(std::string(what()));
+    return *this;
+  }
 
  private:
   const OpArgs& on_device(const Tensor& t, const char* name) const;
-  std::string op_;
+  [[noreturn]] void fail(const std::string& what) const;
+  const char* op_;
   Device dev_;
 };
 

@@ -5,12 +5,15 @@ namespace ht {
 namespace {
 OpArgs maxpool_args(const char* op, const PoolShape& sh, const Tensor& x) {
   OpArgs a(op, x);
-  a.require(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0, "empty input");
-  a.require(sh.kernel > 0 && sh.stride > 0 && sh.pad >= 0 && 2 * sh.pad <= sh.kernel,
-            "kernel " + std::to_string(sh.kernel) + ", stride " + std::to_string(sh.stride) + ", pad " +
-                std::to_string(sh.pad) + " (need pad <= kernel/2)");
-  a.require(sh.p() > 0 && sh.q() > 0, "kernel " + std::to_string(sh.kernel) + " does not fit input " +
-                                          std::to_string(sh.h) + "x" + std::to_string(sh.w));
+  a.require(sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0, [&] { return std::string("empty input"); });
+  a.require(sh.kernel > 0 && sh.stride > 0 && sh.pad >= 0 && 2 * sh.pad <= sh.kernel, [&] {
+    return std::string("kernel " + std::to_string(sh.kernel) + ", stride " + std::to_string(sh.stride) + ", pad " +
+                       std::to_string(sh.pad) + " (need pad <= kernel/2)");
+  });
+  a.require(sh.p() > 0 && sh.q() > 0, [&] {
+    return std::string("kernel " + std::to_string(sh.kernel) + " does not fit input " + std::to_string(sh.h) + "x" +
+                       std::to_string(sh.w));
+  });
   a.f32(x, "x", {sh.n, sh.c, sh.h, sh.w});
   return a;
 }
@@ -19,10 +22,13 @@ OpArgs maxpool_args(const char* op, const PoolShape& sh, const Tensor& x) {
 OpArgs avgpool_args(const char* op, const Tensor& nchw, const char* n4, const Tensor& nc, const char* n2) {
   OpArgs a(op, nchw);
   a.f32(nchw, n4).f32(nc, n2);
-  a.require(nchw.ndim() == 4, std::string(n4) + " must be [N,C,H,W], got " + nchw.shape_str());
-  a.require(nchw.dim(2) * nchw.dim(3) > 0, "empty spatial extent " + nchw.shape_str());
-  a.require(nc.numel() == nchw.dim(0) * nchw.dim(1),
-            std::string(n2) + " " + nc.shape_str() + " must hold N*C = " + std::to_string(nchw.dim(0) * nchw.dim(1)));
+  a.require(nchw.ndim() == 4,
+            [&] { return std::string(std::string(n4) + " must be [N,C,H,W], got " + nchw.shape_str()); });
+  a.require(nchw.dim(2) * nchw.dim(3) > 0, [&] { return std::string("empty spatial extent " + nchw.shape_str()); });
+  a.require(nc.numel() == nchw.dim(0) * nchw.dim(1), [&] {
+    return std::string(std::string(n2) + " " + nc.shape_str() +
+                       " must hold N*C = " + std::to_string(nchw.dim(0) * nchw.dim(1)));
+  });
   return a;
 }
 }  // namespace

@@ -8,11 +8,14 @@ namespace {
 OpArgs xent_args(const char* op, const Tensor& z, const Tensor& labels, float eps, const Tensor& out) {
   OpArgs a(op, z);
   a.f32(z, "logits/probs").f32(out, "output").i32(labels, "labels");
-  a.require(z.ndim() == 2, "logits/probs must be [N,K], got " + z.shape_str());
-  a.require(z.dim(0) > 0 && z.dim(1) > 0, "empty logits " + z.shape_str());
-  a.require(labels.numel() == z.dim(0), "labels " + labels.shape_str() + " do not match " + z.shape_str());
-  a.require(out.numel() == z.numel(), "output " + out.shape_str() + " does not match " + z.shape_str());
-  a.require(eps >= 0.f && eps <= 1.f, "label_smoothing " + std::to_string(eps) + " is outside [0, 1]");
+  a.require(z.ndim() == 2, [&] { return std::string("logits/probs must be [N,K], got " + z.shape_str()); });
+  a.require(z.dim(0) > 0 && z.dim(1) > 0, [&] { return std::string("empty logits " + z.shape_str()); });
+  a.require(labels.numel() == z.dim(0),
+            [&] { return std::string("labels " + labels.shape_str() + " do not match " + z.shape_str()); });
+  a.require(out.numel() == z.numel(),
+            [&] { return std::string("output " + out.shape_str() + " does not match " + z.shape_str()); });
+  a.require(eps >= 0.f && eps <= 1.f,
+            [&] { return std::string("label_smoothing " + std::to_string(eps) + " is outside [0, 1]"); });
   return a;
 }
 }  // namespace

@@ -21,7 +21,7 @@ namespace ht {
 template <class Dims>
 OpArgs weighted_op_args(const char* op, const typename Dims::Shape& sh, const Tensor& x, const Tensor& w) {
   OpArgs a(op, x);
-  a.require(Dims::valid(sh), "invalid shape " + Dims::describe(sh));
+  a.require(Dims::valid(sh), [&] { return std::string("invalid shape " + Dims::describe(sh)); });
   a.f32(x, "x", Dims::x(sh)).f32(w, "w", Dims::w(sh));
   return a;
 }
