@@ -73,6 +73,7 @@ struct WeightedOpCache : OpCache {
 
   Pass<Fwd> fp;  // forward, also the hint of both backward primitives
   Staged fx, fw, fy;
+  memory::desc b_md;  // the bias's plain descriptor, built with the forward
   Pass<BwdData> bdp;  // backward data (bias always false)
   Staged bd_dy, bd_w, bd_dx;
   Pass<BwdWeights> bwp;  // backward weights (+ bias)
@@ -85,7 +86,7 @@ struct WeightedOpCache : OpCache {
                                          {DNNL_ARG_WEIGHTS, fw.in(w)},
                                          {DNNL_ARG_DST, fy.out(y, false)},
                                          {DNNL_ARG_SCRATCHPAD, scratchpad(fp.pd.scratchpad_desc())}};
-    if (b) args.emplace(DNNL_ARG_BIAS, wrap(Traits::descs(sh).b, const_cast<void*>(b)));
+    if (b) args.emplace(DNNL_ARG_BIAS, wrap(b_md, const_cast<void*>(b)));
     execute(fp.prim, args);
     fy.finish();
   }
@@ -130,6 +131,7 @@ struct WeightedOpCache : OpCache {
       fw.init(d.w_user, pd.weights_desc(), 1);
       fy.init(d.y_user, pd.dst_desc(), 2);
     });
+    b_md = d.b;
     bdp.shape.reset();  // the backward primitives were hinted by the old forward
     bwp.shape.reset();
   }
