@@ -11,6 +11,7 @@
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"
+#include "src/train/build_info.hpp"
 #include "src/train/signals.hpp"
 
 namespace {
@@ -22,6 +23,7 @@ void usage() {
                "  bench    allreduce|io|train [options]              microbenchmarks\n"
                "  doctor                                             diagnose the environment\n"
                "  inspect  PATH                                      summarise a shard or checkpoint\n"
+               "  --version                                          version, commit, build and library versions\n"
                "Run 'hpctrain <command> --help' for a command's options.\n";
 }
 
@@ -50,6 +52,11 @@ int main(int argc, char** argv) {
     return argc < 2 ? ht::kExitUsage : ht::kExitOk;
   }
   std::string cmd = argv[1];
+  if (cmd == "--version" || cmd == "version") {
+    // Before MPI: it must work on a login node and inside a container without a launcher.
+    std::cout << ht::format_build_info(ht::build_info());
+    return ht::kExitOk;
+  }
   ht::Args args(argv + 2, argv + argc);
   ht::isolate_signals_to_receiver_thread();  // before MPI and every other thread (src/train/signals.hpp)
   try {

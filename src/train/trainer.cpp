@@ -3,9 +3,6 @@
 // optimizer -> metrics. Set-up is in trainer_setup.cpp.
 #include "src/train/trainer.hpp"
 
-#include <hdf5.h>
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -14,6 +11,7 @@
 #include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
 #include "src/base/clock.hpp"
+#include "src/train/build_info.hpp"
 #include "src/ops/elementwise.hpp"
 #include "src/ops/softmax_xent.hpp"
 
@@ -28,19 +26,6 @@ std::string fmt_duration(double s) {
   return buf;
 }
 
-nlohmann::json library_versions() {
-  unsigned maj = 0, min = 0, rel = 0;
-  H5get_libversion(&maj, &min, &rel);
-  const dnnl_version_t* dv = dnnl_version();
-  char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(mpi, &len);
-  std::string m(mpi, static_cast<size_t>(len));
-  if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
-  return {{"hdf5", std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel)},
-          {"onednn", std::to_string(dv->major) + "." + std::to_string(dv->minor) + "." + std::to_string(dv->patch)},
-          {"mpi", m}};
-}
 }  // namespace
 
 TrainSummary Trainer::run() {
@@ -281,6 +266,7 @@ void Trainer::end_epoch(int epoch, bool stop, bool interrupted) {
 
 void Trainer::write_run_start() {
   if (rank_ != 0) return;
+  const BuildInfo build = build_info();
   metrics_->write({{"event", "run_start"},
                    {"config", to_ini(cfg_)},
                    {"world_size", world_},
@@ -291,7 +277,8 @@ void Trainer::write_run_start() {
                    {"total_steps", total_steps_},
                    {"parameters", model_->params().num_params()},
                    {"resumed_from_step", prog_.step},
-                   {"libraries", library_versions()}});
+                   {"build", build_json(build)},
+                   {"libraries", libraries_json(build)}});
 }
 
 void Trainer::write_run_end(double wall_s) {

@@ -166,7 +166,12 @@ def test_seams(tmp):
     assert warn == ["hpctrain: warning: HT_TEST_FAULTS is set: injecting faults: " + spec], p.stderr
     assert "HT_TEST_FAULTS" not in p.stdout, "the warning belongs on stderr"
     ini = open(os.path.join(d, "config.ini")).read()
-    start_cfg = metrics(d, "run_start")[0]["config"]
+    start = metrics(d, "run_start")[0]
+    start_cfg = start["config"]
+    # The build that made the run (docs/metrics.md): the same commit and library versions as --version.
+    ver = subprocess.run([HT, "--version"], capture_output=True, text=True, timeout=60).stdout
+    assert start["build"]["commit"] in ver.splitlines()[1] and start["build"]["version"] in ver.splitlines()[0], (start["build"], ver)
+    assert set(start["libraries"]) >= {"mpi", "hdf5", "onednn"} and start["libraries"]["hdf5"] in ver, (start["libraries"], ver)
     assert "[checkpoint]" in ini and "max_steps = 2" in ini and start_cfg == ini, ini
     for k in REMOVED_KEYS:
         assert k not in ini, f"config.ini has {k}"
