@@ -1,6 +1,9 @@
 # Checkpoints (io/checkpoint*, src/train/checkpoint_manager, checkpoint_schedule, training_state, signals).
 # Unit tests: ht_unit_tests [checkpoint].
 # Script tests drive the real binary (mostly under mpirun) and read checkpoints back with h5py.
-foreach(t exact_resume signals crash_corrupt elastic resume_semantics disk_full run_lock slow_save random_kill)
+foreach(t exact_resume signals crash_corrupt elastic resume_semantics disk_full run_lock slow_save)
   ht_add_script_test(ckpt_${t} ckpt/test_${t}.py LABELS ckpt TIMEOUT 300)
 endforeach()
+# Random SIGKILLs on 2 ranks (docs/testing.md#random-kills): about 2 minutes on 2 idle cores; the time
+# limit allows for a loaded machine.
+ht_add_script_test(ckpt_random_kill ckpt/test_random_kill.py LABELS ckpt TIMEOUT 600)
