@@ -18,8 +18,8 @@ same command is rerun until it finishes (exit 0). Every trial must end with:
     reference's checkpoint of the same step: all datasets, enumerated with h5py (tensors, per-rank
     buffers rank_buffer/R/..., RNG and sampler state, counters, config text);
   - every step record of metrics.jsonl (also those logged before a kill) with the reference's loss, every
-    evaluation with the reference's test loss and top-1, every step 1..32 logged, the final test loss and
-    top-1 equal;
+    evaluation with the reference's test loss and top-1, every step 1..32 and every epoch's evaluation
+    logged, the final test loss and top-1 equal;
   - each rerun resumed from the newest checkpoint on disk when it started, or a newer one; no checkpoint
     rejected or quarantined (.bad), no temporary file left; LATEST names the final checkpoint;
   - no process of the trial left running; exit codes as listed above (docs/exit_codes.md), 0 at the end.
@@ -248,7 +248,8 @@ def kill_in_write(a, rng, target, first_only, delay_s):
     time.sleep(rng.uniform(0, 0.9 * delay_s))
     still = bool(temporaries(pid0))
     kill(a, target)
-    return f"{target} t={time.time() - a.t0:.2f}s in write of {name.split('.tmp')[0]}" + ("" if still else " (just done)")
+    done = "" if still else " (just done)"
+    return f"{target} t={time.time() - a.t0:.2f}s in write of {name.split('.tmp')[0]}{done}"
 
 
 def expected_rc(target):
@@ -360,9 +361,10 @@ def trial(i):
         problems.append(f"no final checkpoint (steps {[s for s, _ in cks]})")
     elif os.path.exists(os.path.join(WORK, "LATEST")) and latest(WORK) != ckpt(WORK, STEPS):
         problems.append(f"LATEST names {latest(WORK)}")
-    bad = [f for f in os.listdir(os.path.join(WORK, "checkpoints"))] if os.path.isdir(os.path.join(WORK, "checkpoints")) else []
-    if any(f.endswith(".bad") for f in bad):
-        problems.append(f"quarantined checkpoints: {[f for f in bad if f.endswith('.bad')]}")
+    cdir = os.path.join(WORK, "checkpoints")
+    bad = [f for f in os.listdir(cdir) if f.endswith(".bad")] if os.path.isdir(cdir) else []
+    if bad:
+        problems.append(f"quarantined checkpoints: {bad}")
     if temporaries():
         problems.append(f"temporary files left: {temporaries()}")
 
@@ -378,6 +380,8 @@ def trial(i):
     wrong = [j["step"] for j in ev if REF_EVAL.get(j["step"]) != (j["loss"], j["top1"])]
     if wrong:
         problems.append(f"evaluation differs at steps {sorted(set(wrong))}")
+    if {j["step"] for j in ev} != set(REF_EVAL):  # a resume from an epoch's last step evaluates that epoch
+        problems.append(f"evaluations logged at steps {sorted({j['step'] for j in ev})}, want {sorted(REF_EVAL)}")
     # The final test loss: of the last run_end that evaluated. A rerun that resumes from the final
     # checkpoint (the ranks of a killed mpirun finished the run) trains and evaluates nothing, and its
     # run_end says so (test_top1 -1, docs/metrics.md).
@@ -392,7 +396,8 @@ def trial(i):
     verdict = "ok" if not problems else "FAIL"
     cleaned = sum(a.out.count("removed leftover temporary file") for a in attempts)
     row = (i, kind + (f" (writes +{delay_ms} ms)" if slow else ""), " ; ".join(kills), ",".join(resumed) or "-",
-           " ".join(str(a.rc) for a in attempts), cleaned, f"{compared} ckpts", f"{time.time() - t_trial:.0f} s", verdict)
+           " ".join(str(a.rc) for a in attempts), cleaned, f"{compared} ckpts", f"{time.time() - t_trial:.0f} s",
+           verdict)
     check(not problems, f"trial {i} ({kind}): bitwise exact after {len(kills)} kill(s), resumed from {row[3]}, "
                         f"{compared} checkpoints equal" + ("" if not problems else ": " + "; ".join(problems)))
     return row
@@ -400,15 +405,15 @@ def trial(i):
 
 T0 = time.time()
 rows = [trial(i) for i in range(TRIALS) if not ONLY or i in ONLY]
-print(f"\nrandom-kill, seed {SEED}, {len(rows)} trials in {time.time() - T0:.0f} s: reproduce a trial with HT_KILL_SEED={SEED} HT_KILL_ONLY=<trial> "
-      f"python3 tests/ckpt/test_random_kill.py (HT_BIN=build/hpctrain)")
-hdr = ("trial", "kind", "kills (target, time since launch, where)", "resumed from", "exit codes", "tmp removed", "equal",
-       "time", "verdict")
+print(f"\nrandom-kill, seed {SEED}, {len(rows)} trials in {time.time() - T0:.0f} s. Reproduce one with "
+      f"HT_KILL_SEED={SEED} HT_KILL_ONLY=<trial> HT_BIN=build/hpctrain /usr/bin/python3 tests/ckpt/test_random_kill.py")
+hdr = ("trial", "kind", "kills (target, time since launch, where)", "resumed from", "exit codes", "tmp removed",
+       "equal", "time", "verdict")
 print(" | ".join(hdr))
 for r in rows:
     print(" | ".join(str(x) for x in r))
 if len(rows) >= len(KINDS):
-    check(sum(r[5] for r in rows) >= 1, "some kill landed inside a checkpoint write (a leftover temporary file was "
-                                        "removed by the rerun)")
+    check(sum(r[5] for r in rows) >= 1,
+          "some kill landed inside a checkpoint write (a leftover temporary file was removed by the rerun)")
 shutil.rmtree(REF, ignore_errors=True)
 finish()
