@@ -25,7 +25,7 @@ same command is rerun until it finishes (exit 0). Every trial must end with:
   - no process of the trial left running; exit codes as listed above (docs/exit_codes.md), 0 at the end.
 HT_KILL_SEED (default 2026) seeds the trials, HT_KILL_TRIALS (default 12) sets their number, and
 HT_KILL_ONLY=3,7 runs only those trials (each trial draws from its own seeded generator, so a failing
-trial reproduces alone)."""
+trial reproduces alone); HT_KILL_NP sets the ranks (default 2); HT_KILL_ARGS sets command-line keys of every run (the reference's too)."""
 import random
 
 from common import *
@@ -39,11 +39,18 @@ BASE = ["--data.synthetic", "true", "--data.synthetic_samples", "256", "--data.s
         "--train.global_batch", "32", "--train.epochs", "4", "--train.device", "cpu", "--data.crop_padding", "2",
         "--data.flip", "true", "--checkpoint.every_steps", "3", "--checkpoint.keep_last", "100",
         "--train.log_every_steps", "100", "--train.eval", "true"]
+_extra = os.environ.get("HT_KILL_ARGS", "").split()  # e.g. "--checkpoint.keep_last 3 --checkpoint.async false"
+for _k, _v in zip(_extra[::2], _extra[1::2]):
+    if _k in BASE:
+        BASE[BASE.index(_k) + 1] = _v
+    else:
+        BASE += [_k, _v]
 WORK = fresh_dir("run")  # every run, the reference's too, trains in this directory
 ARGS = BASE + ["--run.dir", WORK]
 ATTEMPT_TIMEOUT = 120    # an attempt running longer has hung
 KINDS = ["rank", "mpirun", "all", "write", "double", "double1st"]
-TARGETS = ["rank0", "rank1", "all", "mpirun"]
+NP = int(os.environ.get("HT_KILL_NP", "2"))  # ranks (train.global_batch 32 must divide: 1, 2, 4, 8, ...)
+TARGETS = ["rank0", f"rank{NP - 1}", "all", "mpirun"]
 
 
 def alive(pid):
@@ -78,12 +85,12 @@ class Attempt:
         self.base = len(all_events())
         self.listed = [s for s, _ in list_ckpts()]  # checkpoints on disk at launch
         self.t0 = time.time()
-        self.p = start(ARGS, np_ranks=2, env=env)
+        self.p = start(ARGS, np_ranks=NP, env=env)
         self.ranks = {}  # rank -> pid
         self.out, self.rc = "", None
 
     def poll_ranks(self):
-        if len(self.ranks) == 2:
+        if len(self.ranks) == NP:
             return
         kids = subprocess.run(["pgrep", "-P", str(self.p.pid)], capture_output=True, text=True).stdout.split()
         for pid in map(int, kids):
@@ -191,13 +198,13 @@ def temporaries(pid=None):
 
 
 def kill(a, target):
-    """SIGKILLs `target` of attempt `a`: rank0, rank1, all (every rank at once) or mpirun."""
+    """SIGKILLs `target` of attempt `a`: rankR, all (every rank at once) or mpirun."""
     if target == "mpirun":
         pids = [a.p.pid]
     elif target == "all":
         pids = [a.ranks[r] for r in sorted(a.ranks)]
     else:
-        pids = [a.ranks[int(target[-1])]]
+        pids = [a.ranks[int(target[4:])]]
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -208,7 +215,7 @@ def kill(a, target):
 def kill_at_random_moment(a, rng, target, step_s):
     """During start-up (1 in 8: once both ranks exist, plus up to 0.6 s), else after a random step of
     what this attempt has left to train, plus up to one step's time."""
-    if not a.wait(lambda: len(a.ranks) == 2):
+    if not a.wait(lambda: len(a.ranks) == NP):
         return "missed (ended before its ranks started)"
     if rng.random() < 0.125:
         time.sleep(rng.uniform(0, 0.6))
@@ -232,7 +239,7 @@ def kill_at_random_moment(a, rng, target, step_s):
 def kill_in_write(a, rng, target, first_only, delay_s):
     """While rank 0 of this attempt has a temporary checkpoint (or LATEST) file on disk: up to 90% of the
     write's injected delay after it appeared (the delay sleeps half-way through the write)."""
-    if not a.wait(lambda: 0 in a.ranks and len(a.ranks) == 2):
+    if not a.wait(lambda: len(a.ranks) == NP):
         return "missed (ended before its ranks started)"
     pid0 = a.ranks[0]
     skip = 0 if first_only else rng.randint(0, 6)  # which of the attempt's writes
@@ -258,8 +265,10 @@ def expected_rc(target):
 
 # ---- the uninterrupted reference ----
 print(f"random-kill: seed {SEED} (HT_KILL_SEED), {TRIALS} trials (HT_KILL_TRIALS)", flush=True)
-rc, out = run(ARGS, np_ranks=2, timeout=ATTEMPT_TIMEOUT)
-check(rc == 0, f"reference run exits 0 (got {rc})") or print(out)
+rc, out = run(ARGS, np_ranks=NP, timeout=ATTEMPT_TIMEOUT)
+if not check(rc == 0, f"reference run exits 0 (got {rc})"):
+    print(out)
+    finish()
 REF = fresh_dir("reference")
 shutil.move(WORK, REF)
 REF_LOSS = losses(REF)
@@ -268,7 +277,7 @@ REF_END = metrics(REF, "run_end")[-1]
 REF_CK = {j["step"] for j in metrics(REF, "checkpoint")}
 check(sorted(REF_LOSS) == list(range(1, STEPS + 1)), f"reference logged steps 1..{STEPS}")
 check(sorted(REF_EVAL) == [8, 16, 24, 32], f"reference evaluated after each epoch: {sorted(REF_EVAL)}")
-check(sorted(REF_CK) == list(range(3, STEPS, 3)) + [STEPS], f"reference checkpoints: {sorted(REF_CK)}")
+check(sorted(REF_CK) == list(range(3, STEPS, 3)) + [STEPS], f"reference wrote checkpoints {sorted(REF_CK)}")
 step_s = (REF_END["train_s"] / STEPS) if REF_END.get("train_s") else 0.1
 print(f"reference: {STEPS} steps, ~{step_s * 1000:.0f} ms per step", flush=True)
 
@@ -291,7 +300,7 @@ def trial(i):
             target = write_target if kind in ("write", "double1st") else rng.choice(TARGETS)
             what = kill_in_write(a, rng, target, how == "first_write", delay_ms / 1000)
         else:
-            target = {"rank": rng.choice(["rank0", "rank1"]), "mpirun": "mpirun", "all": "all"}[how]
+            target = {"rank": f"rank{rng.randrange(NP)}", "mpirun": "mpirun", "all": "all"}[how]
             what = kill_at_random_moment(a, rng, target, step_s)
         kills.append(what)
         return None if what.startswith("missed") else target
@@ -351,8 +360,9 @@ def trial(i):
     for s, path in cks:
         ref_path = ckpt(REF, s)
         if not os.path.exists(ref_path):
-            problems.append(f"checkpoint step {s} has no reference counterpart")
-            continue
+            if s not in REF_CK:
+                problems.append(f"checkpoint step {s}: the reference wrote none at that step")
+            continue  # else pruned from the reference's directory (checkpoint.keep_last)
         ok, why = same_state(ref_path, path, ignore=())
         compared += ok
         if not ok:
