@@ -4,3 +4,6 @@
 foreach(t exact_resume signals crash_corrupt elastic resume_semantics disk_full run_lock slow_save)
   ht_add_script_test(ckpt_${t} ckpt/test_${t}.py LABELS ckpt TIMEOUT 300)
 endforeach()
+# Random SIGKILLs on 2 ranks (docs/testing.md#random-kills): about 1 min of CPU, 3-5 min on a loaded 2-core machine; the time
+# limit allows for a loaded machine.
+ht_add_script_test(ckpt_random_kill ckpt/test_random_kill.py LABELS ckpt TIMEOUT 600)
