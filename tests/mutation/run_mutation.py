@@ -119,11 +119,22 @@ def kill_session(sid):
         time.sleep(0.05)
 
 
+ACTIVE = set()  # session ids of the commands running now (killed if the run itself is stopped)
+
+
+def stop_everything(signum, frame):
+    for sid in list(ACTIVE):
+        kill_session(sid)
+    log(f"mutation run: stopped by signal {signum}; every command's processes killed")
+    os._exit(128 + signum)
+
+
 def run_cmd(env, cmd, timeout, cwd, tmpdir):
     """Runs cmd in its own session: (rc, output, seconds, timed_out, leftover process count)."""
     e = dict(env.env, TMPDIR=tmpdir)
     t0 = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=e, start_new_session=True)
+    ACTIVE.add(p.pid)
     timed_out = False
     try:
         out, _ = p.communicate(timeout=timeout)
@@ -137,6 +148,7 @@ def run_cmd(env, cmd, timeout, cwd, tmpdir):
         time.sleep(0.5)  # processes that are only just exiting
         left = session_pids(p.pid)
         kill_session(p.pid)
+    ACTIVE.discard(p.pid)
     return p.returncode, out.decode("utf-8", "replace"), dur, timed_out, len(left)
 
 
@@ -367,7 +379,10 @@ def main():
     ap.add_argument("--summary", required=True)
     ap.add_argument("--command", default="", help="the command line recorded in the summary")
     args = ap.parse_args()
+    args.work, args.summary = os.path.abspath(args.work), os.path.abspath(args.summary)
     env = Env(args)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop_everything)
     t_start = time.time()
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
