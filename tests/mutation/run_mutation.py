@@ -347,7 +347,7 @@ def classify(rec, ref_digest, mutant):
     return "rejected", f"training exited {train['rc']}"
 
 
-TELLING = re.compile(r"hpctrain: |error|warning|fatal|done: |stopped|Signal|signal|Sanitizer|HDF5|mpirun (noticed|detected)")
+TELLING = re.compile(r"hpctrain: |error|warning|fatal|done: |stopped|Signal:|Sanitizer|HDF5|mpirun (noticed|detected)")
 
 
 def report_lines(rec, n=12):
