@@ -5,7 +5,7 @@
 # 0 crashes, 0 hangs and 0 mutants accepted with other content (the classes: tests/mutation/run_mutation.py).
 # Usage: scripts/mutation_run.sh [--count N] [--seed S] [--jobs J] [--only I,J,...] [--keep]
 #   --count N   mutants (default 320)        --seed S  generator seed (default 1)
-#   --jobs J    trials at a time (default: cores; a trial mostly waits on process start-up)
+#   --jobs J    trials at a time (default: twice the cores, at most 8; a trial mostly waits on start-up)
 #   --only I,.. only these mutant indices of (seed, count): reproduces a failure
 #   --keep      keep every trial's directory under BUILD_DIR/mutation
 # Environment: BUILD_DIR (default build-sanitize), HT_JOBS (build jobs, default: cores).
