@@ -21,6 +21,7 @@
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"
+#include "src/train/file_vetting.hpp"
 
 namespace fs = std::filesystem;
 
@@ -262,6 +263,10 @@ int cmd_inspect(const Args& args) {
   int code = kExitOk;
   std::string msg;
   try {
+    // Vetted in child processes first (src/train/file_vetting.hpp): HDF5 may crash or loop on a
+    // corrupt file, and that must end a child, not this command. Collective.
+    vet_files_collective(!validate.empty() ? dataset_shard_files(validate) : std::vector<std::string>{path},
+                         VetOptions{});
     code = !validate.empty() ? validate_dir(validate, split) : inspect_file(path);
   } catch (const UsageError& e) {
     code = kExitUsage;
