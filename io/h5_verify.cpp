@@ -198,7 +198,19 @@ H5VerifyReport verify_h5_file(const std::string& path) {
   if (!fs::is_regular_file(path, ec)) throw UsageError(path + ": no such file");
   Walk w;
   w.path = path;
-  walk_file(w);
+  try {
+    walk_file(w);
+  } catch (const UsageError&) {
+    // The typed reader's words are the ones training and inspect use ("empty file (0 bytes)"):
+    // prefer them when it rejects the file too (this runs in the vetting child, crashes are fine).
+    const std::string name = fs::path(path).filename().string();
+    static const std::regex shard_name(R"((train|test)-\d{5}-of-\d{5}\.h5)");
+    if (w.rep.kind == "checkpoint" || (w.rep.kind.empty() && checkpoint_step_from_name(name) >= 0))
+      read_checkpoint_file(path);
+    else if (w.rep.kind == "dataset shard" || (w.rep.kind.empty() && std::regex_match(name, shard_name)))
+      open_dataset_shard(path);
+    throw;
+  }
   if (w.rep.kind == "checkpoint") {
     CheckpointData d = read_checkpoint_file(path);
     w.rep.bytes_read += d.payload_bytes();

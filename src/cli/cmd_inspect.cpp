@@ -267,9 +267,13 @@ int cmd_inspect(const Args& args) {
   std::string msg;
   try {
     // Vetted in child processes first (src/train/file_vetting.hpp): HDF5 may crash or loop on a
-    // corrupt file, and that must end a child, not this command. Collective.
-    vet_files_collective(!validate.empty() ? dataset_shard_files(validate) : std::vector<std::string>{path},
-                         vet);
+    // corrupt file, and that must end a child, not this command. Collective. A rejected file is not
+    // opened here at all (HDF5 1.10 may leave its library unclosable after a failed read).
+    try {
+      vet_files_collective(!validate.empty() ? dataset_shard_files(validate) : std::vector<std::string>{path}, vet);
+    } catch (const CollectiveUsageError& e) {
+      throw UsageError(std::string("FAILED: ") + e.what());
+    }
     code = !validate.empty() ? validate_dir(validate, split) : inspect_file(path);
   } catch (const UsageError& e) {
     code = kExitUsage;

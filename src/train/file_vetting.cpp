@@ -148,7 +148,7 @@ VetVerdict vet_file(const std::string& path, const VetOptions& opt) {
   const std::string err = trimmed(r.err);
   switch (r.end) {
     case ChildResult::End::exited:
-      if (r.code == 0) {
+      if (r.code == 0 || (opt.reject_only_unsafe && (r.code == kExitUsage || r.code == kExitRuntime))) {
         v.ok = true;
         v.message = err;
       } else if (r.code == kExitUsage) {

@@ -18,6 +18,9 @@ struct VetOptions {
   double timeout_s = 60;      ///< time limit per file: this ...
   double min_mb_per_s = 20;   ///< ... plus the file's size read at this rate
   std::string cache_path;     ///< verdict cache (RUN_DIR/verified.tsv); empty: none
+  /// Reject only files that crash or hang the child; a file the child rejected cleanly (exit 1 or 2)
+  /// passes, so that the caller's own reader reports it in its usual words (inspect's summary).
+  bool reject_only_unsafe = false;
 };
 
 /// The options of the config's verify.* keys, with the cache in run.dir.
