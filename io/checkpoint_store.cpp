@@ -174,12 +174,14 @@ std::vector<std::string> clean_temporary_files(const std::string& run_dir) {
 }
 
 std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& run_dir, bool quarantine,
-                                                       const std::function<void(const std::string&)>& warn) {
+                                                       const std::function<void(const std::string&)>& warn,
+                                                       const std::function<void(const std::string&)>& vet) {
   auto all = list_checkpoints(run_dir);
   LoadedCheckpoint out;
   std::vector<std::string> bad_paths;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
+      if (vet) vet(it->second);
       CheckpointData d = read_checkpoint_file(it->second);
       int64_t s = d.get_int("step", it->second);
       if (s != it->first)

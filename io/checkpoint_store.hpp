@@ -70,7 +70,10 @@ struct LoadedCheckpoint {
 /// The newest checkpoint of RUN_DIR that reads back completely (checksums and structure). Each
 /// newer one that fails is reported through `warn` by name and, when `quarantine`, renamed to
 /// PATH.bad so that it is not pruned into the last K nor tried again. nullopt when none is valid.
+/// `vet`, when given, runs on each candidate before this process opens it and throws (UsageError) to
+/// reject it like a failed read (the trainer vets in a child process: src/train/file_vetting.hpp).
 std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& run_dir, bool quarantine,
-                                                       const std::function<void(const std::string&)>& warn);
+                                                       const std::function<void(const std::string&)>& warn,
+                                                       const std::function<void(const std::string&)>& vet = {});
 
 }  // namespace ht

@@ -21,6 +21,7 @@
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"
+#include "src/train/file_vetting.hpp"
 
 namespace fs = std::filesystem;
 
@@ -245,16 +246,19 @@ int validate_dir(const std::string& dir, const std::string& split) {
 
 int cmd_inspect(const Args& args) {
   std::string validate, split = "all";
+  VetOptions vet;
   std::vector<std::string> paths;
   CommandLine cl("hpctrain inspect",
                  "usage: hpctrain inspect PATH                         summarise a dataset shard or checkpoint\n"
                  "       hpctrain inspect --validate DIR [--split S]   validate a dataset directory (S: train, test, all)");
   cl.option("validate", &validate, "DIR", "validate the dataset directory DIR")
       .option("split", &split, "S", "split to validate: train, test or all")
+      .option("verify-timeout-s", &vet.timeout_s, "S", "time limit of the vetting of each file (docs/verify.md)")
       .positional("PATH", &paths, 1);
   if (!cl.parse(args)) return kExitOk;
   const std::string path = paths.empty() ? "" : paths[0];
   if (path.empty() && validate.empty()) cl.fail("PATH or --validate DIR required");
+  if (!(vet.timeout_s > 0)) cl.fail("--verify-timeout-s must be positive");
   if (!path.empty() && fs::is_directory(path)) validate = path;
 
   // Every rank runs the same checks; the outcome is agreed so all ranks exit together with one code
@@ -262,6 +266,14 @@ int cmd_inspect(const Args& args) {
   int code = kExitOk;
   std::string msg;
   try {
+    // Vetted in child processes first (src/train/file_vetting.hpp): HDF5 may crash or loop on a
+    // corrupt file, and that must end a child, not this command. Collective. A rejected file is not
+    // opened here at all (HDF5 1.10 may leave its library unclosable after a failed read).
+    try {
+      vet_files_collective(!validate.empty() ? dataset_shard_files(validate) : std::vector<std::string>{path}, vet);
+    } catch (const CollectiveUsageError& e) {
+      throw UsageError(std::string("FAILED: ") + e.what());
+    }
     code = !validate.empty() ? validate_dir(validate, split) : inspect_file(path);
   } catch (const UsageError& e) {
     code = kExitUsage;

@@ -1,4 +1,4 @@
-// hpctrain: one executable, subcommands train | prepare | bench | doctor | inspect (docs/cli.md).
+// hpctrain: one executable, subcommands train | prepare | bench | doctor | inspect | verify (docs/cli.md).
 // Errors become exit codes here: UsageError -> 2, anything else -> 1. With several ranks an error on
 // one rank ends the whole job through MPI_Abort so that no rank waits forever in a collective.
 #include <cstdio>
@@ -23,6 +23,7 @@ void usage() {
                "  bench    allreduce|io|train [options]              microbenchmarks\n"
                "  doctor                                             diagnose the environment\n"
                "  inspect  PATH                                      summarise a shard or checkpoint\n"
+               "  verify   FILE...                                   vet HDF5 files in a time-limited process\n"
                "  --version                                          version, commit, build and library versions\n"
                "Run 'hpctrain <command> --help' for a command's options.\n";
 }
@@ -58,6 +59,17 @@ int main(int argc, char** argv) {
     return ht::kExitOk;
   }
   ht::Args args(argv + 2, argv + argc);
+  if (cmd == "verify") {  // no MPI: it is also the vetting child that ranks start (cmd_verify.cpp)
+    try {
+      return ht::cmd_verify(args);
+    } catch (const ht::UsageError& e) {
+      say(std::string("hpctrain: error: ") + e.what());
+      return ht::kExitUsage;
+    } catch (const std::exception& e) {
+      say(std::string("hpctrain: fatal: ") + e.what());
+      return ht::kExitRuntime;
+    }
+  }
   ht::isolate_signals_to_receiver_thread();  // before MPI and every other thread (src/train/signals.hpp)
   try {
     ht::dist_init(&argc, &argv);
@@ -76,7 +88,7 @@ int main(int argc, char** argv) {
     else {
       if (ht::dist().rank == 0) {
         std::cerr << "hpctrain: unknown command '" << cmd << "' (did you mean '"
-                  << ht::closest_match(cmd, {"train", "prepare", "bench", "doctor", "inspect"}) << "'?)\n";
+                  << ht::closest_match(cmd, {"train", "prepare", "bench", "doctor", "inspect", "verify", "version"}) << "'?)\n";
         usage();
       }
       code = ht::kExitUsage;

@@ -19,6 +19,7 @@
 #include "mpi/dist.hpp"
 #include "src/base/test_faults.hpp"
 #include "src/train/config.hpp"
+#include "src/train/file_vetting.hpp"
 #include "src/train/sgd.hpp"
 #include "src/train/signals.hpp"
 #include "src/train/trainer.hpp"
@@ -106,7 +107,10 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
   }
   for (auto& p : clean_temporary_files(dir)) warn("removed leftover temporary file " + p + " (an interrupted write)");
   bool had_any = !list_checkpoints(dir).empty();
-  auto loaded = load_latest_checkpoint(dir, true, warn);
+  // Every candidate is vetted in a child process first: a checkpoint, even one this run wrote, is
+  // untrusted input to HDF5 (src/train/file_vetting.hpp).
+  const VetOptions vet = vet_options(cfg_);
+  auto loaded = load_latest_checkpoint(dir, true, warn, [&](const std::string& p) { vet_file_or_throw(p, vet); });
   if (loaded) {
     const CheckpointData& d = loaded->data;
     std::string model = d.strings.count("model") ? d.strings.at("model") : "?";
@@ -126,6 +130,7 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
   } else if (!args_.init_from.empty()) {
     plan.mode = "init";
     plan.from = args_.init_from;
+    vet_file_or_throw(args_.init_from, vet);
     plan.state = training_state_from_checkpoint(read_checkpoint_file(args_.init_from), args_.init_from,
                                                 /*require_progress=*/false);
   }

@@ -110,6 +110,9 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("dist.allow_shared_gpu", c.dist.allow_shared_gpu, "allow two ranks on one GPU");
   f("dist.timeout_s", c.dist.timeout_s, "NCCL init and collective time limit");
   f("dist.check_replicas_every", c.dist.check_replicas_every, "verify identical parameters on all ranks every N steps");
+  f("verify.enabled", c.verify.enabled, "vet dataset shards and checkpoints in a time-limited child process");
+  f("verify.timeout_s", c.verify.timeout_s, "vetting time limit per file, plus its size at verify.min_mb_per_s");
+  f("verify.min_mb_per_s", c.verify.min_mb_per_s, "read rate the vetting time limit allows for (MB/s)");
   f("trace.enabled", c.trace.enabled, "write a Chrome trace");
   f("cuda.workspace_mb", c.cuda.workspace_mb, "cuDNN workspace cap per convolution");
 }
@@ -181,6 +184,8 @@ void validate(Config& c, const EnumText& enum_text, const std::string& origin) {
           "must be in [0, 1)");
   require(c.train.label_smoothing >= 0 && c.train.label_smoothing < 1, origin, "train.label_smoothing",
           fmt(c.train.label_smoothing), "must be in [0, 1)");
+  require(c.verify.timeout_s > 0, origin, "verify.timeout_s", fmt(c.verify.timeout_s), "must be positive");
+  require(c.verify.min_mb_per_s > 0, origin, "verify.min_mb_per_s", fmt(c.verify.min_mb_per_s), "must be positive");
   require(c.dist.bucket_mb > 0, origin, "dist.bucket_mb", fmt(c.dist.bucket_mb), "must be positive");
   require(c.checkpoint.keep_last >= 1, origin, "checkpoint.keep_last", fmt(c.checkpoint.keep_last), "must be >= 1");
   require(c.data.crop_padding >= 0, origin, "data.crop_padding", fmt(c.data.crop_padding), "must be >= 0");

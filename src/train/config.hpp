@@ -86,6 +86,11 @@ struct Config {
     double timeout_s = 300;            ///< NCCL init and collective time limit
     int64_t check_replicas_every = 0;  ///< every N steps verify all ranks hold identical parameters (0 = off)
   } dist;
+  struct Verify {
+    bool enabled = true;               ///< vet shards and checkpoints in a child process before opening them
+    double timeout_s = 60;             ///< time limit per file: this many seconds ...
+    double min_mb_per_s = 20;          ///< ... plus the file's size read at this many MB/s
+  } verify;
   struct Trace {
     bool enabled = false;              ///< Chrome trace (trace.json) of every rank's spans
   } trace;

@@ -3,6 +3,7 @@
 // monitoring and the run files (collective).
 #include <omp.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "src/base/clock.hpp"
 #include "src/base/test_faults.hpp"
 #include "src/train/device_select.hpp"
+#include "src/train/file_vetting.hpp"
 #include "src/train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -30,6 +32,19 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   // Everything up to the model is local work that validates what every rank sees alike (config,
   // device, dataset shards, run directory): errors are agreed so that all ranks exit 2 together,
   // each naming the problem, instead of one rank aborting the others.
+  // The shards are vetted in child processes first (src/train/file_vetting.hpp): a file HDF5 cannot
+  // parse must crash or hang a child, not this rank. Collective; bad files: exit 2 on every rank.
+  if (!cfg_.data.synthetic) {
+    const VetSummary v = vet_files_collective(dataset_shard_files(cfg_.data.dir), vet_options(cfg_));
+    if (rank_ == 0 && v.files > 0) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.2f", v.seconds);
+      std::cout << "hpctrain: verify: " << v.files << " dataset file(s): " << v.vetted << " vetted in child processes, "
+                << v.files - v.vetted << " unchanged since vetted (" << cfg_.run.dir << "/verified.tsv); " << secs
+                << " s\n"
+                << std::flush;
+    }
+  }
   int threads = 1;
   collective_usage_check([&] { setup_local(threads); });
   setup_distributed(threads);
