@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the container tests (and usable by hand): a CONTAINERS_CONF for rootful podman and
 # buildah on machines like the test machines, without touching /etc/containers. Two settings are
 # needed there, both measured: the OCI runtime is runc (crun cannot create containers under a hybrid

@@ -162,6 +162,7 @@ trap 'ht_slurm_stop; cleanup' EXIT
 sw=$work/slurm
 mkdir -p "$sw"
 # No hpctrain on the job's PATH or in HT_BIN: only the image's can run.
+# shellcheck disable=SC2046
 job=$(cd "$sw" && env -u HT_BIN HT_CONTAINER="$image" HT_CONTAINER_MOUNTS="$work" \
         sbatch --parsable --job-name=ctr --ntasks-per-node=2 --gpus-per-node=2 "$src/slurm/train.sbatch" \
         $(train_args /opt/hpctrain/configs/fmnist_cnn.ini "$sw/run")) || fail "sbatch"
