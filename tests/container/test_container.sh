@@ -143,7 +143,7 @@ same_losses "$work/podman" "host mpirun + podman run per rank"
 phase "hybrid: host mpirun, ch-run per rank on a SquashFS image"
 # The image's file system as podman stores it (no copy), into SquashFS.
 root=$(podman image mount "$image") || fail "podman image mount"
-mksquashfs "$root" "$work/hpctrain.sqfs" -quiet -noappend -comp lz4 -e dev >/dev/null || fail "mksquashfs"
+mksquashfs "$root" "$work/hpctrain.sqfs" -quiet -noappend -comp lz4 -wildcards -e 'dev/*' >/dev/null || fail "mksquashfs"
 podman image umount "$image" >/dev/null
 echo "SquashFS image: $(( $(stat -c %s "$work/hpctrain.sqfs") / 1000000 )) MB"
 # Each rank mounts the image itself, at its own mount point (as slurm/train.sbatch does for a
