@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# Installs, with apt, exactly the Debian packages hpctrain needs. Idempotent, and quiet when all
+# Installs, with apt, exactly the Debian packages hpctrain needs (HT_DEPS=build: only those to build it). Idempotent, and quiet when all
 # of them are already installed. The CUDA toolkit (nvcc, cuDNN, NCCL) is not a Debian package: the
 # build uses /usr/local/cuda when it exists and builds CPU-only otherwise.
 set -euo pipefail
 
-PACKAGES=(
+# What building hpctrain needs (HT_DEPS=build installs only these: the container recipe's build stage).
+BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  openmpi-bin libopenmpi-dev              # MPI ranks and the CPU allreduce
-  libhdf5-dev hdf5-tools                  # datasets and checkpoints (C and C++ API, h5dump)
+  libopenmpi-dev                          # MPI ranks and the CPU allreduce
+  libhdf5-dev                             # datasets and checkpoints (C and C++ API)
   libboost-program-options-dev            # config files and flags
-  catch2                                  # unit tests (Catch2 2.13)
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN for the CPU ops (its CMake config needs OpenCL)
   zlib1g-dev                              # gzipped IDX files
   nlohmann-json3-dev                      # metrics and benchmark JSON
+)
+PACKAGES=(
+  "${BUILD_PACKAGES[@]}"
+  openmpi-bin hdf5-tools                  # mpirun, h5dump
+  catch2                                  # unit tests (Catch2 2.13)
   python3-h5py python3-numpy python3-matplotlib   # scripts: checks, plots
   python3-torch python3-torchvision       # reference in cross-check tests and CPU baselines
   dataset-fashion-mnist                   # the quickstart's real data
 )
+if [[ ${HT_DEPS:-all} == build ]]; then
+  PACKAGES=("${BUILD_PACKAGES[@]}")
+  HT_WITH_SLURM=0
+fi
 if [[ "${HT_WITH_SLURM:-1}" == 1 ]]; then
   PACKAGES+=(slurmctld slurmd slurm-client munge)  # single-node Slurm for the sbatch tests
 fi
