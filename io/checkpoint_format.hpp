@@ -151,9 +151,10 @@ std::string checkpoint_counters_problem(const CheckpointLayout& l);
 
 /// A check of the layout by the caller (the model's tensor names and shapes, the run's config),
 /// run after checkpoint_layout_problem and before any tensor data is read: "" to accept, otherwise
-/// the problem (the file is then invalid). It may throw CheckpointRefusal to stop a search through
-/// older checkpoints (the problem is the run's, not the file's).
-using CheckpointCheck = std::function<std::string(const CheckpointLayout&)>;
+/// the problem (the file is then invalid). Called with the layout and the file's path. It may throw
+/// CheckpointRefusal to stop a search through older checkpoints (the problem is the run's, not the
+/// file's).
+using CheckpointCheck = std::function<std::string(const CheckpointLayout&, const std::string& path)>;
 
 /// A checkpoint that this run refuses whatever its content (another model.name or
 /// train.global_batch): load_latest_checkpoint stops and rethrows it instead of trying older ones.

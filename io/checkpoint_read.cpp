@@ -256,7 +256,7 @@ CheckpointData read_file_impl(const std::string& path, const CheckpointCheck& ch
   // 2. The shared validation, then the caller's (model, run), before any tensor is allocated.
   if (std::string problem = checkpoint_layout_problem(layout, path); !problem.empty()) throw H5Fail(problem);
   if (check)
-    if (std::string problem = check(layout); !problem.empty()) throw H5Fail(problem);
+    if (std::string problem = check(layout, path); !problem.empty()) throw H5Fail(problem);
   // 3. The tensor data (every chunk's fletcher32 verified by HDF5).
   CheckpointData d;
   d.version = layout.version;
