@@ -109,6 +109,12 @@ inline constexpr uint64_t kCheckpointMaxDatasetBytes = uint64_t(1) << 36;  ///< 
 inline constexpr int64_t kCheckpointMaxWorldSize = int64_t(1) << 20;  ///< ints/world_size
 inline constexpr int64_t kCheckpointMaxEpoch = 2147483646;            ///< ints/epoch (an int in memory)
 
+/// The ints a resume needs (and a run directory's step-NNNNNNNN.h5 must have). epoch_offset is
+/// optional (files of earlier builds lack it).
+inline constexpr const char* kCheckpointResumeInts[] = {"step", "epoch", "step_in_epoch", "steps_per_epoch",
+                                                       "total_steps", "nonfinite_in_row", "nonfinite_total",
+                                                       "world_size", "global_batch"};
+
 /// One tensor dataset as the file declares it (shape in memory: a stored scalar [1] is {}).
 struct CheckpointTensorInfo {
   std::string name;
@@ -134,8 +140,9 @@ CheckpointLayout checkpoint_layout_of(const CheckpointData& d);
 
 /// The validation every reader runs (resume, --init-from, `hpctrain inspect`: one verdict), on what
 /// the file alone says: the tensor index (unique names in param/, buffer/, momentum/, rank_buffer/),
-/// the per-rank buffers (rank_buffer_problem), ints/step equal to the step in `filename` when that
-/// is a checkpoint name (step-NNNNNNNN.h5), and the progress counters (checkpoint_counters_problem).
+/// the per-rank buffers (rank_buffer_problem), when `filename` is a checkpoint name (step-NNNNNNNN.h5)
+/// ints/step equal to its step and every kCheckpointResumeInts present, and the progress counters
+/// (checkpoint_counters_problem).
 /// Returns "" when valid, otherwise the problem naming the dataset and the value.
 std::string checkpoint_layout_problem(const CheckpointLayout& l, const std::string& filename);
 

@@ -162,6 +162,22 @@ std::string checkpoint_layout_problem(const CheckpointLayout& l, const std::stri
   if (named >= 0 && l.ints.at("step") != named)
     return "ints/step = " + std::to_string(l.ints.at("step")) + " does not match the file name (step " +
            std::to_string(named) + ")";
+  // A run directory's checkpoint (resumed automatically) must carry everything a resume needs, so
+  // that inspect and resume agree on it; other files (--init-from, scripts/import_torch.py) need not.
+  if (named >= 0)
+    for (const char* k : kCheckpointResumeInts)
+      if (!l.ints.count(k)) return "dataset /ints/" + std::string(k) + " is missing (a resume needs it)";
+  // ... and its momentum pairs with its parameters (SGD keeps one per parameter, of its shape).
+  if (named >= 0)
+    for (const auto& t : l.tensors) {
+      const bool param = has_prefix(t.name, "param/");
+      if (!param && !has_prefix(t.name, "momentum/")) continue;
+      const std::string other = param ? "momentum/" + t.name.substr(6) : "param/" + t.name.substr(9);
+      const CheckpointTensorInfo* o = l.find(other);
+      if (!o) return "dataset /" + other + " is missing (/" + t.name + " has shape " + shape_text(t.shape) + ")";
+      if (o->shape != t.shape)
+        return "dataset /" + other + " has shape " + shape_text(o->shape) + ", /" + t.name + " has " + shape_text(t.shape);
+    }
   if (std::string p = rank_buffer_problem(l, l.version); !p.empty()) return p;
   return checkpoint_counters_problem(l);
 }

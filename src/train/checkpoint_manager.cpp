@@ -185,7 +185,8 @@ void CheckpointManager::start() {
     share(comm, err_kind);
     share(comm, err);
   }
-  if (err_kind == "usage") throw UsageError(err);
+  // Agreed by every rank: each exits 2 with the message, cleanly (no MPI_Abort racing the others' output).
+  if (err_kind == "usage") throw CollectiveUsageError(err, true);
   if (err_kind == "runtime") throw RuntimeError(err);
   if (world_ > 1) {
     share(comm, plan.mode);

@@ -225,8 +225,7 @@ std::string checkpoint_run_problem(const CheckpointLayout& l, const std::string&
                               ", train.global_batch = " + std::to_string(global_batch) + "; this config has model.name = " +
                               e.model + ", train.global_batch = " + std::to_string(e.global_batch) +
                               ". Pass --run.allow_config_change to resume anyway, or --run.fresh to start over");
-    for (const char* k : {"step", "epoch", "step_in_epoch", "steps_per_epoch", "total_steps", "nonfinite_in_row",
-                          "nonfinite_total", "world_size", "global_batch"})
+    for (const char* k : kCheckpointResumeInts)
       if (!l.ints.count(k)) return "dataset /ints/" + std::string(k) + " is missing (a resume needs it)";
   }
   for (const auto& [name, shape] : e.tensors) {

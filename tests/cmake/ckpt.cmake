@@ -4,3 +4,6 @@
 foreach(t exact_resume signals crash_corrupt elastic resume_semantics disk_full run_lock slow_save)
   ht_add_script_test(ckpt_${t} ckpt/test_${t}.py LABELS ckpt TIMEOUT 300)
 endforeach()
+# Crafted bad checkpoints (tensor sizes, stored data, model shapes, progress counters): inspect and a
+# 2-rank resume under ulimit -v reject each naming the dataset and value, or fall back as documented.
+ht_add_script_test(ckpt_bad_checkpoints ckpt/test_bad_checkpoints.py LABELS ckpt TIMEOUT 600)
