@@ -4,6 +4,7 @@
 // dataset is read back, so HDF5 verifies every fletcher32 checksum.
 #include <hdf5.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -221,6 +222,19 @@ H5Handle open_file(const std::string& path) {
   return H5Handle(h5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "open as HDF5"), H5Fclose);
 }
 
+// The values of a tensor just read: every one finite (training skips a step with a non-finite loss
+// or gradient, so no saved state holds one), and running variances >= 0. "" when valid.
+std::string values_problem(const std::string& name, const Tensor& t) {
+  const float* v = static_cast<const float*>(t.raw());
+  const int64_t n = t.numel();
+  const bool variance = name.size() >= 12 && name.compare(name.size() - 12, 12, ".running_var") == 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i]) || (variance && v[i] < 0))
+      return "dataset /" + name + " element " + std::to_string(i) + " = " + std::to_string(v[i]) +
+             (variance ? " (a running variance must be finite and >= 0)" : " (not finite)");
+  return "";
+}
+
 CheckpointData read_file_impl(const std::string& path, const CheckpointCheck& check) {
   if (!fs::is_regular_file(path)) throw H5Fail("no such file");
   const uint64_t file_size = fs::file_size(path);
@@ -265,8 +279,9 @@ CheckpointData read_file_impl(const std::string& path, const CheckpointCheck& ch
     if (t.numel() > 0)
       h5(H5Dread(opened[i].ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()),
          "read /" + layout.tensors[i].name + " (checksum)");
-    d.tensors.emplace_back(std::move(layout.tensors[i].name), std::move(t));
     opened[i].ds.reset();
+    if (std::string problem = values_problem(layout.tensors[i].name, t); !problem.empty()) throw H5Fail(problem);
+    d.tensors.emplace_back(std::move(layout.tensors[i].name), std::move(t));
   }
   d.ints = std::move(layout.ints);
   d.floats = std::move(layout.floats);

@@ -60,6 +60,15 @@ def replace(name, shape=None, dtype=np.float32, data=None, chunks=None, write=Tr
     return m
 
 
+def set_value(name, value):
+    """The first element of dataset `name` set to `value` (rewritten: its checksum stays valid)."""
+    def m(f):
+        a = f[name][...]
+        a.flat[0] = value
+        f[name][...] = a
+    return m
+
+
 def set_int(key, value):
     def m(f):
         f["ints"][key][0] = value
@@ -129,6 +138,9 @@ CASES = [
      ["/momentum/" + P[6:], "missing"], False),
     ("per-rank buffer shape", replace("rank_buffer/1/" + B[7:], shape=(2, 16)), ["/rank_buffer/1/" + B[7:], "[2, 16]"],
      False),
+    ("tensor with a NaN", set_value(P, float("nan")), ["/" + P, "nan"], True),
+    ("running variance -1", set_value(B.replace("running_mean", "running_var"), -1.0),
+     ["/" + B.replace("running_mean", "running_var"), "-1"], False),
     ("step_in_epoch = 10^9", set_int("step_in_epoch", 10**9), ["step_in_epoch", "1000000000"], True),
     ("epoch = -1", set_int("epoch", -1), ["ints/epoch", "-1"], True),
     ("epoch = 10^6", set_int("epoch", 10**6), ["epoch = 1000000"], True),

@@ -686,6 +686,24 @@ TEST_CASE("checkpoint: declared sizes are checked against the stored bytes befor
     for (const auto& x : c.expect) CHECK(e.find(x) != std::string::npos);
     CHECK(inspect_checkpoint(bad) == kExitUsage);  // the same verdict
   }
+  // Values: every one finite, running variances >= 0 (checked as the data is read).
+  for (auto [tensor, value] : {std::pair<const char*, float>{"param/fc.bias", NAN}, {"buffer/bn1.running_mean", INFINITY}}) {
+    CheckpointData d = sample_data(12);
+    for (auto& [n, t] : d.tensors)
+      if (n == tensor) t.data<float>()[3] = value;
+    const std::string bad = (dir / "values.h5").string();
+    write_checkpoint_file(bad, d);
+    const std::string e = read_error(bad);
+    CHECK(e.find(std::string("dataset /") + tensor + " element 3 = ") != std::string::npos);
+    CHECK(inspect_checkpoint(bad) == kExitUsage);
+  }
+  {
+    CheckpointData d = sample_data(12);
+    d.tensors.emplace_back("buffer/bn1.running_var", filled({8}, -0.5f));
+    const std::string bad = (dir / "var.h5").string();
+    write_checkpoint_file(bad, d);
+    CHECK(read_error(bad).find("dataset /buffer/bn1.running_var element 0 = -0.5") != std::string::npos);
+  }
   // No HDF5 identifier is left open by any of these failures.
   CHECK(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) == 0);
   fs::remove_all(dir);
