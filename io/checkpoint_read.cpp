@@ -24,7 +24,10 @@ std::string read_string_attr(hid_t loc, const char* name) {
   H5Handle ftype(h5(H5Aget_type(a), "H5Aget_type"), H5Tclose);
   if (H5Tget_class(ftype) != H5T_STRING) throw H5Fail(std::string("attribute ") + name + " is not a string");
   if (H5Tis_variable_str(ftype) > 0) throw H5Fail(std::string("attribute ") + name + " is a variable-length string");
+  H5Handle space(h5(H5Aget_space(a), "H5Aget_space"), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space) != 1) throw H5Fail(std::string("attribute ") + name + " is not one string");
   size_t n = H5Tget_size(ftype);
+  if (n == 0 || n > 4096) throw H5Fail(std::string("attribute ") + name + " declares a string of " + std::to_string(n) + " bytes");
   std::string buf(n, '\0');
   H5Handle mtype(h5(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
   h5(H5Tset_size(mtype, n), "H5Tset_size");
@@ -36,6 +39,10 @@ std::string read_string_attr(hid_t loc, const char* name) {
 
 int64_t read_int_attr(hid_t loc, const char* name) {
   H5Handle a(h5(H5Aopen(loc, name, H5P_DEFAULT), std::string("attribute ") + name + " missing"), H5Aclose);
+  H5Handle type(h5(H5Aget_type(a), "H5Aget_type"), H5Tclose);
+  H5Handle space(h5(H5Aget_space(a), "H5Aget_space"), H5Sclose);
+  if (H5Tget_class(type) != H5T_INTEGER || H5Sget_simple_extent_npoints(space) != 1)
+    throw H5Fail(std::string("attribute ") + name + " is not one integer");
   int64_t v = 0;
   h5(H5Aread(a, H5T_NATIVE_INT64, &v), std::string("read attribute ") + name);
   return v;

@@ -41,8 +41,8 @@ int inspect_checkpoint(const std::string& path) {
     size_t ndatasets = d.tensors.size() + d.ints.size() + d.floats.size() + d.strings.size() + 1;
     std::cout << "  checksums: OK (" << ndatasets << " datasets read back, fletcher32 verified)\n";
     // The same validation as a resume (read_checkpoint_file), less what needs a model and a config.
-    std::cout << "  checked: types, shapes and stored sizes of every dataset, the tensor index, the per-rank "
-                 "buffers, the progress counters\n";
+    std::cout << "  checked: types, shapes and stored sizes of every dataset, the tensor index, the "
+                 "/rank_buffer layout, the progress counters, finite values\n";
     std::cout << "  not checked (needs a model and a config; checked when training resumes or --init-from "
                  "loads it): tensor names and shapes against the model, model.name and train.global_batch "
                  "against the config, the fields a resume requires\n";

@@ -704,6 +704,23 @@ TEST_CASE("checkpoint: declared sizes are checked against the stored bytes befor
     write_checkpoint_file(bad, d);
     CHECK(read_error(bad).find("dataset /buffer/bn1.running_var element 0 = -0.5") != std::string::npos);
   }
+  // Root attributes: `version` as 1000 integers (read into one int64 before) and `format` declaring a
+  // 1 GiB string are rejected before the read.
+  {
+    const std::string bad = (dir / "attrs.h5").string();
+    fs::copy_file(good, bad, fs::copy_options::overwrite_existing);
+    hid_t f = H5Fopen(bad.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(H5Adelete(f, "version") >= 0);
+    hsize_t n = 1000;
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    hid_t a = H5Acreate2(f, "version", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<int64_t> ones(n, 1);
+    H5Awrite(a, H5T_NATIVE_INT64, ones.data());
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Fclose(f);
+    CHECK(read_error(bad).find("attribute version is not one integer") != std::string::npos);
+  }
   // No HDF5 identifier is left open by any of these failures.
   CHECK(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) == 0);
   fs::remove_all(dir);
