@@ -11,17 +11,19 @@
 //   /rank_buffer/<r>/<buffer name>  version 2 only: rank r's own copy of each /buffer/<name>
 //                    (r = 0 .. ints/world_size - 1, decimal; exactly the /buffer/ names and shapes)
 //   /meta/tensor_names  uint8 text, one tensor name per line (the order of CheckpointData::tensors)
-//   /ints/<key>      int64 [1]      /floats/<key> float64 [1]     /strings/<key> uint8 text
+//   /ints/<key>      int64 [1]  (progress counters: checkpoint_counters_problem)      /floats/<key> float64 [1]     /strings/<key> uint8 text
 // Every dataset is chunked (about 1 MiB per chunk along dimension 0) with the fletcher32 filter, so
 // HDF5 fails a read of a corrupted chunk; file metadata uses the 1.10 format, whose object headers,
 // chunk indexes and superblock carry checksums too.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "src/base/error.hpp"
 #include "src/base/tensor.hpp"
 
 namespace ht {
@@ -58,6 +60,8 @@ struct CheckpointData {
   int64_t get_int(const std::string& key, const std::string& origin = "checkpoint") const;
 };
 
+struct CheckpointLayout;
+
 /// "rank_buffer/<rank>/<buffer_name>": the name of rank `rank`'s own copy of "buffer/<buffer_name>".
 std::string rank_buffer_name(int64_t rank, const std::string& buffer_name);
 
@@ -72,6 +76,8 @@ int checkpoint_version_for(const CheckpointData& d);
 /// and shapes of the "buffer/" tensors, and nothing else in the group. Returns "" when they agree,
 /// otherwise the problem in words (naming the dataset).
 std::string rank_buffer_problem(const CheckpointData& d, int64_t version);
+/// rank_buffer_problem on a layout (before the data is read).
+std::string rank_buffer_problem(const CheckpointLayout& l, int64_t version);
 
 /// Expected file size of `d` in bytes: payload plus a generous bound on HDF5 metadata and
 /// checksums. Used for the free-space check before every write.
@@ -97,11 +103,83 @@ struct CheckpointFileTimes {
 /// its temporary one). Returns the size and timings.
 CheckpointFileTimes stream_checkpoint_file(const std::string& path, const CheckpointData& d);
 
-/// Reads `path` completely (every dataset, so every fletcher32 checksum is verified) and checks the
-/// structure (format, version 1 or 2, tensor index, element types, required ints, the per-rank
-/// buffers: rank_buffer_problem). Throws UsageError
-/// "checkpoint PATH is invalid: <problem>".
-CheckpointData read_checkpoint_file(const std::string& path);
+/// Bounds on what a checkpoint may declare (checked before anything is allocated).
+inline constexpr int kCheckpointMaxRank = 8;                         ///< dimensions of a tensor
+inline constexpr uint64_t kCheckpointMaxDatasetBytes = uint64_t(1) << 36;  ///< 64 GiB, one dataset
+inline constexpr int64_t kCheckpointMaxWorldSize = int64_t(1) << 20;  ///< ints/world_size
+inline constexpr int64_t kCheckpointMaxEpoch = 2147483646;            ///< ints/epoch (an int in memory)
+
+/// The ints a resume needs (and a run directory's step-NNNNNNNN.h5 must have). epoch_offset is
+/// optional (files of earlier builds lack it).
+inline constexpr const char* kCheckpointResumeInts[] = {"step", "epoch", "step_in_epoch", "steps_per_epoch",
+                                                       "total_steps", "nonfinite_in_row", "nonfinite_total",
+                                                       "world_size", "global_batch"};
+
+/// One tensor dataset as the file declares it (shape in memory: a stored scalar [1] is {}).
+struct CheckpointTensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+/// Everything a checkpoint file declares except its tensor data: what the validation looks at
+/// before any tensor is allocated or read. Every dataset's declared size has already been compared
+/// with the bytes HDF5 has stored for it and with the file size.
+struct CheckpointLayout {
+  int version = 0;
+  std::vector<CheckpointTensorInfo> tensors;  ///< in the order of /meta/tensor_names
+  std::map<std::string, int64_t> ints;
+  std::map<std::string, double> floats;
+  std::map<std::string, std::string> strings;
+
+  /// The tensor called `name`, or nullptr.
+  const CheckpointTensorInfo* find(const std::string& name) const;
+};
+
+/// The layout of `d` (for validating data that is already in memory).
+CheckpointLayout checkpoint_layout_of(const CheckpointData& d);
+
+/// The validation every reader runs (resume, --init-from, `hpctrain inspect`: one verdict), on what
+/// the file alone says: the tensor index (unique names in param/, buffer/, momentum/, rank_buffer/),
+/// the per-rank buffers (rank_buffer_problem), when `filename` is a checkpoint name (step-NNNNNNNN.h5)
+/// ints/step equal to its step and every kCheckpointResumeInts present, and the progress counters
+/// (checkpoint_counters_problem).
+/// Returns "" when valid, otherwise the problem naming the dataset and the value.
+std::string checkpoint_layout_problem(const CheckpointLayout& l, const std::string& filename);
+
+/// The progress counters and run fields of `l` (those present; a resume requires them all, see
+/// training_state_problem in src/train/training_state.hpp): step >= 0; 0 <= epoch <=
+/// kCheckpointMaxEpoch; steps_per_epoch >= 1; 0 <= step_in_epoch <= steps_per_epoch; 1 <= total_steps,
+/// step <= total_steps; 0 <= nonfinite_in_row <= nonfinite_total; 1 <= world_size <=
+/// kCheckpointMaxWorldSize (0: not recorded) dividing global_batch >= 1; epoch and the cursor agree
+/// with the step: step + nonfinite_total (steps done, applied or skipped) = epoch x steps_per_epoch +
+/// step_in_epoch + epoch_offset (without epoch_offset, an older file: epoch + step_in_epoch <= steps
+/// done); floats/lr finite and >= 0, floats/loss_scale finite and > 0. "" when valid.
+std::string checkpoint_counters_problem(const CheckpointLayout& l);
+
+/// A check of the layout by the caller (the model's tensor names and shapes, the run's config),
+/// run after checkpoint_layout_problem and before any tensor data is read: "" to accept, otherwise
+/// the problem (the file is then invalid). Called with the layout and the file's path. It may throw
+/// CheckpointRefusal to stop a search through older checkpoints (the problem is the run's, not the
+/// file's).
+using CheckpointCheck = std::function<std::string(const CheckpointLayout&, const std::string& path)>;
+
+/// A checkpoint that this run refuses whatever its content (another model.name or
+/// train.global_batch): load_latest_checkpoint stops and rethrows it instead of trying older ones.
+class CheckpointRefusal : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
+/// Reads `path` completely (every dataset, so every fletcher32 checksum is verified) after checking
+/// it: format, version 1 or 2, the tensor index; for every dataset its element type (IEEE float32
+/// tensors, int64 / float64 scalars, uint8 text), rank (<= kCheckpointMaxRank), element and byte
+/// counts (64-bit, overflow-checked, <= kCheckpointMaxDatasetBytes), chunked layout with exactly the
+/// fletcher32 filter, and that its data is stored: every chunk allocated, the stored bytes covering
+/// the declared size and within the file size (a dataset without data is invalid); then
+/// checkpoint_layout_problem and `check`, all before any tensor is allocated. Throws UsageError
+/// "checkpoint PATH is invalid: <problem>" naming the dataset and value (CheckpointRefusal from
+/// `check` passes through unchanged).
+CheckpointData read_checkpoint_file(const std::string& path, const CheckpointCheck& check = {});
 
 /// True when `path` is an HDF5 file whose root attribute format is "hpctrain-checkpoint" (cheap: no
 /// data is read; never throws).

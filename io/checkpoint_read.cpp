@@ -1,7 +1,10 @@
-// The checkpoint reader and validator (io/checkpoint_format.hpp): every dataset is read back, so
-// HDF5 verifies every fletcher32 checksum, and the structure is checked against the format.
+// The checkpoint reader (io/checkpoint_format.hpp): every dataset's metadata is checked before anything
+// it declares is allocated (types, ranks, 64-bit sizes, stored bytes against the declared ones and the
+// file size), the layout is validated (io/checkpoint_validate.cpp, and the caller's check), then every
+// dataset is read back, so HDF5 verifies every fletcher32 checksum.
 #include <hdf5.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -21,7 +24,10 @@ std::string read_string_attr(hid_t loc, const char* name) {
   H5Handle ftype(h5(H5Aget_type(a), "H5Aget_type"), H5Tclose);
   if (H5Tget_class(ftype) != H5T_STRING) throw H5Fail(std::string("attribute ") + name + " is not a string");
   if (H5Tis_variable_str(ftype) > 0) throw H5Fail(std::string("attribute ") + name + " is a variable-length string");
+  H5Handle space(h5(H5Aget_space(a), "H5Aget_space"), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space) != 1) throw H5Fail(std::string("attribute ") + name + " is not one string");
   size_t n = H5Tget_size(ftype);
+  if (n == 0 || n > 4096) throw H5Fail(std::string("attribute ") + name + " declares a string of " + std::to_string(n) + " bytes");
   std::string buf(n, '\0');
   H5Handle mtype(h5(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
   h5(H5Tset_size(mtype, n), "H5Tset_size");
@@ -33,47 +39,155 @@ std::string read_string_attr(hid_t loc, const char* name) {
 
 int64_t read_int_attr(hid_t loc, const char* name) {
   H5Handle a(h5(H5Aopen(loc, name, H5P_DEFAULT), std::string("attribute ") + name + " missing"), H5Aclose);
+  H5Handle type(h5(H5Aget_type(a), "H5Aget_type"), H5Tclose);
+  H5Handle space(h5(H5Aget_space(a), "H5Aget_space"), H5Sclose);
+  if (H5Tget_class(type) != H5T_INTEGER || H5Sget_simple_extent_npoints(space) != 1)
+    throw H5Fail(std::string("attribute ") + name + " is not one integer");
   int64_t v = 0;
   h5(H5Aread(a, H5T_NATIVE_INT64, &v), std::string("read attribute ") + name);
   return v;
 }
 
-bool has_fletcher32(hid_t ds) {
-  H5Handle dcpl(h5(H5Dget_create_plist(ds), "H5Dget_create_plist"), H5Pclose);
-  int n = H5Pget_nfilters(dcpl);
-  for (int i = 0; i < n; ++i) {
-    unsigned flags = 0, cd[8];
-    size_t ncd = 8;
-    char fname[64];
-    unsigned config = 0;
-    if (H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &ncd, cd, sizeof fname, fname, &config) ==
-        H5Z_FILTER_FLETCHER32)
-      return true;
+// What a dataset must hold: its element type and, for scalars and text, its rank.
+enum class Kind { tensor, int64, float64, text };
+
+const char* kind_text(Kind k) {
+  switch (k) {
+    case Kind::tensor: return "IEEE float32";
+    case Kind::int64: return "int64";
+    case Kind::float64: return "IEEE float64";
+    case Kind::text: return "uint8";
+  }
+  return "?";
+}
+
+bool type_ok(hid_t type, Kind k) {
+  auto eq = [&](hid_t a, hid_t b) { return H5Tequal(type, a) > 0 || H5Tequal(type, b) > 0; };
+  switch (k) {
+    case Kind::tensor: return eq(H5T_IEEE_F32LE, H5T_IEEE_F32BE);
+    case Kind::int64: return eq(H5T_STD_I64LE, H5T_STD_I64BE);
+    case Kind::float64: return eq(H5T_IEEE_F64LE, H5T_IEEE_F64BE);
+    case Kind::text: return eq(H5T_STD_U8LE, H5T_STD_U8BE);
   }
   return false;
 }
 
-// Opens a dataset and checks its element class/size and that it carries a fletcher32 checksum.
-H5Handle open_checked(hid_t f, const std::string& name, H5T_class_t cls, size_t size, std::vector<hsize_t>* dims) {
-  if (H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0) throw H5Fail("dataset /" + name + " is missing");
-  H5Handle ds(h5(H5Dopen2(f, name.c_str(), H5P_DEFAULT), "open dataset /" + name), H5Dclose);
-  H5Handle type(h5(H5Dget_type(ds), "H5Dget_type /" + name), H5Tclose);
-  if (H5Tget_class(type) != cls || H5Tget_size(type) != size)
-    throw H5Fail("dataset /" + name + " has the wrong element type");
-  if (!has_fletcher32(ds)) throw H5Fail("dataset /" + name + " has no fletcher32 checksum");
-  H5Handle space(h5(H5Dget_space(ds), "H5Dget_space /" + name), H5Sclose);
-  int nd = h5(H5Sget_simple_extent_ndims(space), "ndims /" + name);
-  dims->assign(static_cast<size_t>(nd), 0);
-  h5(H5Sget_simple_extent_dims(space, dims->data(), nullptr), "dims /" + name);
-  return ds;
+std::string dims_text(const std::vector<hsize_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
 }
 
-std::string read_text(hid_t f, const std::string& name) {
+// a x b for untrusted sizes; false on overflow past `limit`.
+bool mul_within(uint64_t a, uint64_t b, uint64_t limit, uint64_t* r) {
+  return !__builtin_mul_overflow(a, b, r) && *r <= limit;
+}
+
+// The filters of `dcpl` must be exactly one: fletcher32 (what the writer uses: the stored size of
+// every chunk is then its raw size plus a 4-byte checksum, which the storage check relies on).
+void check_filters(hid_t dcpl, const std::string& name) {
+  const int n = h5(H5Pget_nfilters(dcpl), "filters of /" + name);
+  bool fletcher = false;
+  for (int i = 0; i < n; ++i) {
+    unsigned flags = 0, cd[8];
+    size_t ncd = 8;
+    char fname[64] = {0};
+    unsigned config = 0;
+    const H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &ncd, cd, sizeof fname, fname, &config);
+    if (id == H5Z_FILTER_FLETCHER32) {
+      fletcher = true;
+      continue;
+    }
+    throw H5Fail("dataset /" + name + " has filter " + std::to_string(id) + (fname[0] ? std::string(" (") + fname + ")" : "") +
+                 "; checkpoints use the fletcher32 filter only");
+  }
+  if (!fletcher) throw H5Fail("dataset /" + name + " has no fletcher32 checksum");
+}
+
+// An open, checked dataset and its dimensions.
+struct Checked {
+  H5Handle ds;
   std::vector<hsize_t> dims;
-  H5Handle ds = open_checked(f, name, H5T_INTEGER, 1, &dims);
-  if (dims.size() != 1) throw H5Fail("dataset /" + name + " is not 1-d");
-  std::string s(dims[0], '\0');
-  if (!s.empty()) h5(H5Dread(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data()), "read /" + name + " (checksum)");
+  uint64_t bytes = 0;  // declared size in memory
+};
+
+// Opens /name and checks, from metadata only, that it can be read without trusting any size it
+// declares: element type, rank, element and byte counts (checked 64-bit), chunked layout with only
+// fletcher32, and that its data is stored (allocated, every chunk present, stored bytes covering the
+// declared size and within the file's `file_size`).
+Checked open_checked(hid_t f, const std::string& name, Kind kind, uint64_t file_size) {
+  if (H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0) throw H5Fail("dataset /" + name + " is missing");
+  H5O_info_t oi;
+  h5(H5Oget_info_by_name(f, name.c_str(), &oi, H5P_DEFAULT), "object /" + name);
+  if (oi.type != H5O_TYPE_DATASET) throw H5Fail("/" + name + " is not a dataset");
+  Checked c;
+  c.ds = H5Handle(h5(H5Dopen2(f, name.c_str(), H5P_DEFAULT), "open dataset /" + name), H5Dclose);
+  {
+    H5Handle type(h5(H5Dget_type(c.ds), "H5Dget_type /" + name), H5Tclose);
+    if (!type_ok(type, kind))
+      throw H5Fail("dataset /" + name + " has the wrong element type (class " + std::to_string(H5Tget_class(type)) +
+                   ", " + std::to_string(H5Tget_size(type)) + " bytes; expected " + kind_text(kind) + ")");
+  }
+  H5Handle space(h5(H5Dget_space(c.ds), "H5Dget_space /" + name), H5Sclose);
+  if (H5Sget_simple_extent_type(space) != H5S_SIMPLE) throw H5Fail("dataset /" + name + " has no simple dataspace");
+  const int nd = h5(H5Sget_simple_extent_ndims(space), "ndims /" + name);
+  if (nd < 1 || nd > kCheckpointMaxRank)
+    throw H5Fail("dataset /" + name + " has " + std::to_string(nd) + " dimensions (1 to " +
+                 std::to_string(kCheckpointMaxRank) + " allowed)");
+  c.dims.assign(static_cast<size_t>(nd), 0);
+  h5(H5Sget_simple_extent_dims(space, c.dims.data(), nullptr), "dims /" + name);
+  if ((kind == Kind::int64 || kind == Kind::float64) && c.dims != std::vector<hsize_t>{1})
+    throw H5Fail("dataset /" + name + " has shape " + dims_text(c.dims) + ", expected [1]");
+  if (kind == Kind::text && nd != 1) throw H5Fail("dataset /" + name + " is not 1-d (shape " + dims_text(c.dims) + ")");
+  const uint64_t esize = kind == Kind::tensor ? 4 : kind == Kind::text ? 1 : 8;
+  uint64_t elems = 1;
+  for (hsize_t d : c.dims)
+    if (!mul_within(elems, d, kCheckpointMaxDatasetBytes / esize, &elems))
+      throw H5Fail("dataset /" + name + " has shape " + dims_text(c.dims) + ": more than " +
+                   std::to_string(kCheckpointMaxDatasetBytes) + " bytes (element count overflows the limit)");
+  c.bytes = elems * esize;
+  H5Handle dcpl(h5(H5Dget_create_plist(c.ds), "H5Dget_create_plist /" + name), H5Pclose);
+  if (H5Pget_layout(dcpl) != H5D_CHUNKED) throw H5Fail("dataset /" + name + " is not chunked");
+  check_filters(dcpl, name);
+  if (H5Pget_external_count(dcpl) != 0) throw H5Fail("dataset /" + name + " uses external storage");
+  if (elems == 0) return c;  // nothing stored, nothing to read
+  std::vector<hsize_t> chunk(static_cast<size_t>(nd), 0);
+  if (h5(H5Pget_chunk(dcpl, nd, chunk.data()), "chunk dims /" + name) != nd)
+    throw H5Fail("dataset /" + name + ": chunk rank differs from the dataset's");
+  uint64_t chunk_elems = 1, nchunks = 1;
+  for (int i = 0; i < nd; ++i) {
+    if (chunk[i] == 0) throw H5Fail("dataset /" + name + " has a chunk dimension 0");
+    const uint64_t along = (c.dims[i] + chunk[i] - 1) / chunk[i];
+    if (!mul_within(chunk_elems, chunk[i], kCheckpointMaxDatasetBytes / esize, &chunk_elems) ||
+        !mul_within(nchunks, along, kCheckpointMaxDatasetBytes, &nchunks))
+      throw H5Fail("dataset /" + name + " has chunks " + dims_text(chunk) + " beyond the size limit");
+  }
+  // (HDF5 reports a filtered chunked dataset as "partly allocated" even when complete: its stored
+  // size differs from the raw size. The chunk count and the stored bytes below decide.)
+  H5D_space_status_t status;
+  h5(H5Dget_space_status(c.ds, &status), "allocation status /" + name);
+  if (status == H5D_SPACE_STATUS_NOT_ALLOCATED)
+    throw H5Fail("dataset /" + name + " of shape " + dims_text(c.dims) +
+                 " has no stored data (a dataset without data is invalid)");
+  hsize_t stored_chunks = 0;
+  h5(H5Dget_num_chunks(c.ds, space, &stored_chunks), "chunk count /" + name);
+  if (stored_chunks != nchunks)
+    throw H5Fail("dataset /" + name + " of shape " + dims_text(c.dims) + " in chunks " + dims_text(chunk) + " has " +
+                 std::to_string(stored_chunks) + " chunks stored, expected " + std::to_string(nchunks) + " (a dataset without all its data is invalid)");
+  const uint64_t stored = H5Dget_storage_size(c.ds);
+  uint64_t need = 0;  // every chunk stored whole (edge chunks padded), each with its 4-byte checksum
+  if (!mul_within(nchunks, chunk_elems * esize + 4, UINT64_MAX, &need) || stored < need || stored > file_size)
+    throw H5Fail("dataset /" + name + " of shape " + dims_text(c.dims) + " declares " + std::to_string(c.bytes) +
+                 " bytes (" + std::to_string(nchunks) + " chunks of " + std::to_string(chunk_elems * esize) +
+                 " bytes) but " + std::to_string(stored) + " bytes are stored, in a file of " +
+                 std::to_string(file_size) + " bytes");
+  return c;
+}
+
+std::string read_text(hid_t f, const std::string& name, uint64_t file_size) {
+  Checked c = open_checked(f, name, Kind::text, file_size);
+  std::string s(static_cast<size_t>(c.bytes), '\0');
+  if (!s.empty()) h5(H5Dread(c.ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data()), "read /" + name + " (checksum)");
   return s;
 }
 
@@ -86,6 +200,7 @@ std::vector<std::string> group_members(hid_t f, const char* g) {
   h5(H5Gget_info(grp, &info), "H5Gget_info");
   for (hsize_t i = 0; i < info.nlinks; ++i) {
     ssize_t n = h5(H5Lget_name_by_idx(grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT), "link name");
+    if (n <= 0 || n > 4096) throw H5Fail(std::string("group /") + g + " has a member name of " + std::to_string(n) + " bytes");
     std::string name(static_cast<size_t>(n) + 1, '\0');
     h5(H5Lget_name_by_idx(grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT), "link name");
     name.resize(static_cast<size_t>(n));
@@ -94,17 +209,16 @@ std::vector<std::string> group_members(hid_t f, const char* g) {
   return out;
 }
 
-// Reads every member of group `g` (8-byte elements of class `cls`, shape [1]) into out[key].
+// Reads every member of group `g` (int64 or float64 scalars, shape [1]) into out[key].
 template <class T>
-void read_scalars(hid_t f, const std::string& g, H5T_class_t cls, hid_t native, std::map<std::string, T>& out) {
+void read_scalars(hid_t f, const std::string& g, Kind kind, hid_t native, uint64_t file_size,
+                  std::map<std::string, T>& out) {
   static_assert(sizeof(T) == 8);
   for (auto& key : group_members(f, g.c_str())) {
     const std::string name = g + "/" + key;
-    std::vector<hsize_t> dims;
-    H5Handle ds = open_checked(f, name, cls, 8, &dims);
-    if (dims != std::vector<hsize_t>{1}) throw H5Fail("dataset /" + name + " is not [1]");
+    Checked c = open_checked(f, name, kind, file_size);
     T v = 0;
-    h5(H5Dread(ds, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v), "read /" + name + " (checksum)");
+    h5(H5Dread(c.ds, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v), "read /" + name + " (checksum)");
     out[key] = v;
   }
 }
@@ -115,8 +229,22 @@ H5Handle open_file(const std::string& path) {
   return H5Handle(h5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "open as HDF5"), H5Fclose);
 }
 
-CheckpointData read_file_impl(const std::string& path) {
+// The values of a tensor just read: every one finite (training skips a step with a non-finite loss
+// or gradient, so no saved state holds one), and running variances >= 0. "" when valid.
+std::string values_problem(const std::string& name, const Tensor& t) {
+  const float* v = static_cast<const float*>(t.raw());
+  const int64_t n = t.numel();
+  const bool variance = name.size() >= 12 && name.compare(name.size() - 12, 12, ".running_var") == 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i]) || (variance && v[i] < 0))
+      return "dataset /" + name + " element " + std::to_string(i) + " = " + std::to_string(v[i]) +
+             (variance ? " (a running variance must be finite and >= 0)" : " (not finite)");
+  return "";
+}
+
+CheckpointData read_file_impl(const std::string& path, const CheckpointCheck& check) {
   if (!fs::is_regular_file(path)) throw H5Fail("no such file");
+  const uint64_t file_size = fs::file_size(path);
   H5Handle f = open_file(path);
   std::string format = read_string_attr(f, "format");
   if (format != kCheckpointFormat) throw H5Fail("root attribute format = '" + format + "', expected '" + kCheckpointFormat + "'");
@@ -124,39 +252,49 @@ CheckpointData read_file_impl(const std::string& path) {
   if (version < kCheckpointMinVersion || version > kCheckpointVersion)
     throw H5Fail("root attribute version = " + std::to_string(version) + ", this build reads versions " +
                  std::to_string(kCheckpointMinVersion) + " to " + std::to_string(kCheckpointVersion));
-  CheckpointData d;
-  d.version = static_cast<int>(version);
-  std::string index = read_text(f, "meta/tensor_names");
-  std::istringstream is(index);
+  // 1. Everything but the tensor data: the index, each tensor's metadata, the scalars and strings.
+  CheckpointLayout layout;
+  layout.version = static_cast<int>(version);
+  std::vector<Checked> opened;
+  std::istringstream is(read_text(f, "meta/tensor_names", file_size));
   std::string name;
   while (std::getline(is, name)) {
     if (name.empty()) continue;
-    std::vector<hsize_t> dims;
-    H5Handle ds = open_checked(f, name, H5T_FLOAT, 4, &dims);
-    bool scalar = H5Aexists(ds, "scalar") > 0;
-    std::vector<int64_t> shape(dims.begin(), dims.end());
-    if (scalar) {
-      if (shape != std::vector<int64_t>{1}) throw H5Fail("dataset /" + name + " marked scalar but has more elements");
+    if (name.front() == '/' || name.find('\0') != std::string::npos)
+      throw H5Fail("/meta/tensor_names lists a malformed name '" + name.substr(0, 200) + "'");
+    Checked c = open_checked(f, name, Kind::tensor, file_size);
+    std::vector<int64_t> shape(c.dims.begin(), c.dims.end());
+    if (H5Aexists(c.ds, "scalar") > 0) {
+      if (shape != std::vector<int64_t>{1}) throw H5Fail("dataset /" + name + " marked scalar but has shape " + dims_text(c.dims));
       shape.clear();
     }
-    Tensor t = Tensor::empty(shape, DType::f32, Device::cpu);
-    if (t.numel() > 0)
-      h5(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), "read /" + name + " (checksum)");
-    d.tensors.emplace_back(name, std::move(t));
+    layout.tensors.push_back({name, std::move(shape)});
+    opened.push_back(std::move(c));
   }
-  read_scalars(f, "ints", H5T_INTEGER, H5T_NATIVE_INT64, d.ints);
-  read_scalars(f, "floats", H5T_FLOAT, H5T_NATIVE_DOUBLE, d.floats);
-  for (auto& key : group_members(f, "strings")) d.strings[key] = read_text(f, "strings/" + key);
-  if (!d.ints.count("step")) throw H5Fail("dataset /ints/step is missing");
-  if (std::string problem = rank_buffer_problem(d, version); !problem.empty()) throw H5Fail(problem);
+  read_scalars(f, "ints", Kind::int64, H5T_NATIVE_INT64, file_size, layout.ints);
+  read_scalars(f, "floats", Kind::float64, H5T_NATIVE_DOUBLE, file_size, layout.floats);
+  for (auto& key : group_members(f, "strings")) layout.strings[key] = read_text(f, "strings/" + key, file_size);
+  // 2. The shared validation, then the caller's (model, run), before any tensor is allocated.
+  if (std::string problem = checkpoint_layout_problem(layout, path); !problem.empty()) throw H5Fail(problem);
+  if (check)
+    if (std::string problem = check(layout, path); !problem.empty()) throw H5Fail(problem);
+  // 3. The tensor data (every chunk's fletcher32 verified by HDF5).
+  CheckpointData d;
+  d.version = layout.version;
+  for (size_t i = 0; i < opened.size(); ++i) {
+    Tensor t = Tensor::empty(layout.tensors[i].shape, DType::f32, Device::cpu);
+    if (t.numel() > 0)
+      h5(H5Dread(opened[i].ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()),
+         "read /" + layout.tensors[i].name + " (checksum)");
+    opened[i].ds.reset();
+    if (std::string problem = values_problem(layout.tensors[i].name, t); !problem.empty()) throw H5Fail(problem);
+    d.tensors.emplace_back(std::move(layout.tensors[i].name), std::move(t));
+  }
+  d.ints = std::move(layout.ints);
+  d.floats = std::move(layout.floats);
+  d.strings = std::move(layout.strings);
   f.close_checked("close");
   return d;
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
 }
 
 }  // namespace
@@ -174,52 +312,6 @@ int checkpoint_version_for(const CheckpointData& d) {
   for (const auto& [n, t] : d.tensors)
     if (is_rank_buffer_name(n)) return 2;
   return 1;
-}
-
-std::string rank_buffer_problem(const CheckpointData& d, int64_t version) {
-  std::map<std::string, std::vector<int64_t>> buffers;  // buffer name -> shape
-  std::map<int64_t, std::map<std::string, std::vector<int64_t>>> ranks;
-  std::string first;  // the first per-rank buffer, for messages
-  const std::string g = std::string(kRankBufferGroup) + "/";
-  for (const auto& [n, t] : d.tensors) {
-    if (n.rfind("buffer/", 0) == 0) buffers[n.substr(7)] = t.shape();
-    if (!is_rank_buffer_name(n)) continue;
-    if (first.empty()) first = n;
-    const size_t slash = n.find('/', g.size());
-    const std::string r = n.substr(g.size(), slash == std::string::npos ? std::string::npos : slash - g.size());
-    const bool digits = !r.empty() && r.size() <= 9 && r.find_first_not_of("0123456789") == std::string::npos &&
-                        (r == "0" || r[0] != '0');
-    if (slash == std::string::npos || slash + 1 == n.size() || !digits)
-      return "dataset /" + n + " is not named " + g + "<rank>/<buffer name>";
-    ranks[std::stoll(r)][n.substr(slash + 1)] = t.shape();
-  }
-  if (version < 2) return first.empty() ? "" : "dataset /" + first + " in a version " + std::to_string(version) +
-                                                   " file (per-rank buffers are version 2)";
-  if (first.empty()) return "version 2 file without per-rank buffers (/" + g + "<rank>/...)";
-  auto ws = d.ints.find("world_size");
-  if (ws == d.ints.end()) return "dataset /ints/world_size is missing (a version 2 file needs it)";
-  if (ws->second < 2) return "ints/world_size = " + std::to_string(ws->second) + " with per-rank buffers";
-  for (const auto& [rank, names] : ranks) {
-    if (rank >= ws->second)
-      return "dataset /" + rank_buffer_name(rank, names.begin()->first) + ": rank " + std::to_string(rank) +
-             " is outside world_size " + std::to_string(ws->second);
-    for (const auto& [name, shape] : names) {
-      auto b = buffers.find(name);
-      if (b == buffers.end()) return "dataset /" + rank_buffer_name(rank, name) + " has no /buffer/" + name;
-      if (b->second != shape)
-        return "dataset /" + rank_buffer_name(rank, name) + " has shape " + shape_text(shape) + ", /buffer/" + name +
-               " has " + shape_text(b->second);
-    }
-    for (const auto& [name, shape] : buffers)
-      if (!names.count(name)) return "dataset /" + rank_buffer_name(rank, name) + " is missing";
-  }
-  if (static_cast<int64_t>(ranks.size()) != ws->second) {
-    int64_t missing = 0;
-    while (ranks.count(missing)) ++missing;
-    return "group /" + g + std::to_string(missing) + " is missing (world_size " + std::to_string(ws->second) +
-           " needs ranks 0 to " + std::to_string(ws->second - 1) + ")";
-  }
-  return "";
 }
 
 const Tensor* CheckpointData::find(const std::string& name) const {
@@ -240,10 +332,12 @@ int64_t CheckpointData::get_int(const std::string& key, const std::string& origi
   return it->second;
 }
 
-CheckpointData read_checkpoint_file(const std::string& path) {
+CheckpointData read_checkpoint_file(const std::string& path, const CheckpointCheck& check) {
   H5Section section;
   try {
-    return read_file_impl(path);
+    return read_file_impl(path, check);
+  } catch (const CheckpointRefusal&) {
+    throw;
   } catch (const H5Fail& e) {
     throw UsageError("checkpoint " + path + " is invalid: " + e.what());
   } catch (const RuntimeError& e) {

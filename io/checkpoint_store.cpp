@@ -175,6 +175,8 @@ std::vector<std::string> clean_temporary_files(const std::string& run_dir) {
 
 std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& run_dir, bool quarantine,
                                                        const std::function<void(const std::string&)>& warn,
+                                                       const CheckpointCheck& check,
+                                                       std::vector<std::string>* rejected,
                                                        const std::function<void(const std::string&)>& vet) {
   auto all = list_checkpoints(run_dir);
   LoadedCheckpoint out;
@@ -182,20 +184,19 @@ std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& run_di
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       if (vet) vet(it->second);
-      CheckpointData d = read_checkpoint_file(it->second);
-      int64_t s = d.get_int("step", it->second);
-      if (s != it->first)
-        throw UsageError("checkpoint " + it->second + " is invalid: ints/step = " + std::to_string(s) +
-                         " does not match the file name");
+      // The file-name step, the structure and `check` are read_checkpoint_file's (one verdict).
+      out.data = read_checkpoint_file(it->second, check);
       out.path = it->second;
-      out.data = std::move(d);
       break;
+    } catch (const CheckpointRefusal&) {
+      throw;  // the run refuses every checkpoint alike: nothing to fall back to, nothing to quarantine
     } catch (const std::exception& e) {
       out.rejected.push_back(e.what());
       bad_paths.push_back(it->second);
       if (warn) warn(std::string(e.what()) + "; trying the previous checkpoint");
     }
   }
+  if (rejected) *rejected = out.rejected;
   if (out.path.empty()) return std::nullopt;
   if (quarantine) {
     std::error_code ec;

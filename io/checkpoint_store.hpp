@@ -67,13 +67,18 @@ struct LoadedCheckpoint {
   std::vector<std::string> rejected;  ///< "PATH: reason" for every newer checkpoint that failed
 };
 
-/// The newest checkpoint of RUN_DIR that reads back completely (checksums and structure). Each
-/// newer one that fails is reported through `warn` by name and, when `quarantine`, renamed to
-/// PATH.bad so that it is not pruned into the last K nor tried again. nullopt when none is valid.
-/// `vet`, when given, runs on each candidate before this process opens it and throws (UsageError) to
-/// reject it like a failed read (the trainer vets in a child process: src/train/file_vetting.hpp).
+/// The newest checkpoint of RUN_DIR that reads back completely (read_checkpoint_file with `check`:
+/// checksums, structure, counters, and the caller's model/run check). Each newer one that fails is
+/// reported through `warn` by name and, when `quarantine` and an older one is valid, renamed to
+/// PATH.bad so that it is not pruned into the last K nor tried again. nullopt when none is valid
+/// (nothing renamed); `rejected`, when given, receives "checkpoint PATH is invalid: reason" for every
+/// file that failed. A CheckpointRefusal from `check` stops the search and is rethrown. `vet`, when
+/// given, runs on each candidate before this process opens it and throws (UsageError) to reject it
+/// like a failed read (the trainer vets in a child process: src/train/file_vetting.hpp).
 std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& run_dir, bool quarantine,
                                                        const std::function<void(const std::string&)>& warn,
+                                                       const CheckpointCheck& check = {},
+                                                       std::vector<std::string>* rejected = nullptr,
                                                        const std::function<void(const std::string&)>& vet = {});
 
 }  // namespace ht

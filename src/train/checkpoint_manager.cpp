@@ -110,28 +110,49 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
   // Every candidate is vetted in a child process first: a checkpoint, even one this run wrote, is
   // untrusted input to HDF5 (src/train/file_vetting.hpp).
   const VetOptions vet = vet_options(cfg_);
-  auto loaded = load_latest_checkpoint(dir, true, warn, [&](const std::string& p) { vet_file_or_throw(p, vet); });
+  auto vet_child = [&](const std::string& p) { vet_file_or_throw(p, vet); };
+  // Every tensor is checked against the model, and the counters against each other, before any of
+  // its data is read (the file's sizes are untrusted until then).
+  CheckpointExpectation expect;
+  expect.run_dir = dir;
+  expect.model = cfg_.model.name;
+  expect.global_batch = cfg_.train.global_batch;
+  expect.allow_config_change = cfg_.run.allow_config_change;
+  const auto& ps = t_.model().params();
+  for (const auto& p : ps.params()) expect.tensors.emplace_back("param/" + p.name, p.shape);
+  for (const auto& b : ps.buffers()) expect.tensors.emplace_back("buffer/" + b.name, b.shape);
+  for (const auto& p : ps.params()) expect.tensors.emplace_back("momentum/" + p.name, p.shape);
+  auto check = [&expect](const CheckpointLayout& l, const std::string& path) {
+    return checkpoint_run_problem(l, path, expect);
+  };
+  std::vector<std::string> rejected;
+  auto loaded = load_latest_checkpoint(dir, true, warn, check, &rejected, vet_child);
   if (loaded) {
     const CheckpointData& d = loaded->data;
-    std::string model = d.strings.count("model") ? d.strings.at("model") : "?";
-    int64_t gb = d.get_int("global_batch", loaded->path);
-    if (!cfg_.run.allow_config_change && (model != cfg_.model.name || gb != cfg_.train.global_batch))
-      throw UsageError("run.dir = " + dir + ": checkpoint " + loaded->path + " was saved with model.name = " + model +
-                       ", train.global_batch = " + std::to_string(gb) + "; this config has model.name = " +
-                       cfg_.model.name + ", train.global_batch = " + std::to_string(cfg_.train.global_batch) +
-                       ". Pass --run.allow_config_change to resume anyway, or --run.fresh to start over");
     plan.mode = "resume";
     plan.from = loaded->path;
     plan.config_differs = d.strings.count("config") && d.strings.at("config") != to_ini(cfg_);
     plan.state = training_state_from_checkpoint(std::move(loaded->data), loaded->path);
   } else if (had_any) {
-    throw UsageError("run.dir = " + dir + ": no checkpoint in " + checkpoint_dir(dir) +
-                     " is valid (each was reported above); rerun with --run.fresh to start over");
+    std::string why;
+    for (const auto& r : rejected) why += "\n  " + r;
+    throw UsageError("run.dir = " + dir + ": no checkpoint in " + checkpoint_dir(dir) + " is valid:" + why +
+                     "\nrerun with --run.fresh to start over (the checkpoints are moved aside, not deleted)");
   } else if (!args_.init_from.empty()) {
     plan.mode = "init";
     plan.from = args_.init_from;
     vet_file_or_throw(args_.init_from, vet);
-    plan.state = training_state_from_checkpoint(read_checkpoint_file(args_.init_from), args_.init_from,
+    expect.resume = false;
+    if (args_.reset_head) {
+      std::vector<std::string> names;
+      std::vector<int> ndims;
+      for (const auto& p : ps.params()) {
+        names.push_back(p.name);
+        ndims.push_back(static_cast<int>(p.shape.size()));
+      }
+      for (const auto& n : head_param_names(names, ndims)) expect.any_shape.push_back("param/" + n);
+    }
+    plan.state = training_state_from_checkpoint(read_checkpoint_file(args_.init_from, check), args_.init_from,
                                                 /*require_progress=*/false);
   }
   // Free space for one checkpoint (plus the one being replaced is already on disk).
@@ -170,7 +191,8 @@ void CheckpointManager::start() {
     share(comm, err_kind);
     share(comm, err);
   }
-  if (err_kind == "usage") throw UsageError(err);
+  // Agreed by every rank: each exits 2 with the message, cleanly (no MPI_Abort racing the others' output).
+  if (err_kind == "usage") throw CollectiveUsageError(err, true);
   if (err_kind == "runtime") throw RuntimeError(err);
   if (world_ > 1) {
     share(comm, plan.mode);

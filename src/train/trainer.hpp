@@ -32,6 +32,7 @@ struct TrainProgress {
   int64_t step_in_epoch = 0;  ///< steps done inside the current epoch (the sample cursor)
   int64_t nonfinite_in_row = 0;
   int64_t nonfinite_total = 0;
+  int64_t epoch_offset = 0;   ///< see TrainingState::epoch_offset (src/train/training_state.hpp)
 };
 
 /// Outcome of Trainer::run().

@@ -101,6 +101,7 @@ TrainingState Trainer::capture_state() {
   s.step_in_epoch = prog_.step_in_epoch;
   s.nonfinite_in_row = prog_.nonfinite_in_row;
   s.nonfinite_total = prog_.nonfinite_total;
+  s.epoch_offset = prog_.epoch_offset;
   s.world_size = world_;
   s.seed = cfg_.run.seed;
   s.global_batch = cfg_.train.global_batch;
@@ -134,6 +135,13 @@ std::vector<std::string> Trainer::restore_state(const TrainingState& s, RestoreS
     prog_.step_in_epoch = s.step_in_epoch;
     prog_.nonfinite_in_row = s.nonfinite_in_row;
     prog_.nonfinite_total = s.nonfinite_total;
+    // steps done = epoch x steps_per_epoch + step_in_epoch + epoch_offset (checked by the reader for
+    // the saved epoch length), restated for this run's epoch length: unchanged when the length is the
+    // same; after a changed one the current epoch ends at this run's length, or at once when the
+    // cursor is already past it (no step runs, so no checkpoint sees the cursor beyond the end).
+    const int64_t done = s.step + s.nonfinite_total;
+    prog_.epoch_offset = done - s.step_in_epoch - int64_t{s.epoch} * steps_per_epoch_ +
+                         std::max<int64_t>(0, s.step_in_epoch - steps_per_epoch_);
     return {};
   }
   std::vector<std::string> skip;

@@ -1,6 +1,7 @@
 // TrainingState <-> CheckpointData (the file format) and <-> bytes (the broadcast to other ranks).
 #include "src/train/training_state.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/base/error.hpp"
@@ -106,7 +107,8 @@ CheckpointData to_checkpoint_data(TrainingState s) {
             {"total_steps", s.total_steps},
             {"steps_per_epoch", s.steps_per_epoch},
             {"nonfinite_in_row", s.nonfinite_in_row},
-            {"nonfinite_total", s.nonfinite_total}};
+            {"nonfinite_total", s.nonfinite_total},
+            {"epoch_offset", s.epoch_offset}};
   d.floats = {{"lr", s.lr}, {"loss_scale", s.loss_scale}};
   d.strings = {{"model", std::move(s.model)},
                {"config", std::move(s.config)},
@@ -127,6 +129,7 @@ TrainingState training_state_from_checkpoint(CheckpointData d, const std::string
   }
   s.nonfinite_in_row = int_or(d, "nonfinite_in_row", 0);
   s.nonfinite_total = int_or(d, "nonfinite_total", 0);
+  s.epoch_offset = int_or(d, "epoch_offset", 0);
   s.world_size = int_or(d, "world_size", 0);
   s.seed = static_cast<uint64_t>(int_or(d, "seed", 0));
   s.global_batch = int_or(d, "global_batch", 0);
@@ -154,7 +157,8 @@ std::vector<char> serialize_training_state(const TrainingState& s) {
     w.raw(t.raw(), t.nbytes());  // host tensors (capture_state, read_checkpoint_file)
   }
   for (int64_t v : {s.step, static_cast<int64_t>(s.epoch), s.step_in_epoch, s.nonfinite_in_row, s.nonfinite_total,
-                    s.world_size, static_cast<int64_t>(s.seed), s.global_batch, s.total_steps, s.steps_per_epoch})
+                    s.world_size, static_cast<int64_t>(s.seed), s.global_batch, s.total_steps, s.steps_per_epoch,
+                    s.epoch_offset})
     w.i64(v);
   w.f64(s.lr);
   w.f64(s.loss_scale);
@@ -191,6 +195,7 @@ TrainingState deserialize_training_state(std::span<const char> bytes) {
   s.global_batch = r.i64();
   s.total_steps = r.i64();
   s.steps_per_epoch = r.i64();
+  s.epoch_offset = r.i64();
   s.lr = r.f64();
   s.loss_scale = r.f64();
   s.model = r.str();
@@ -199,6 +204,46 @@ TrainingState deserialize_training_state(std::span<const char> bytes) {
   if (!r.done())
     throw RuntimeError("training state message: " + std::to_string(bytes.size()) + " bytes, trailing data");
   return s;
+}
+
+std::string checkpoint_run_problem(const CheckpointLayout& l, const std::string& path, const CheckpointExpectation& e) {
+  auto str = [](const std::vector<int64_t>& sh) {
+    std::string o = "[";
+    for (size_t i = 0; i < sh.size(); ++i) o += (i ? ", " : "") + std::to_string(sh[i]);
+    return o + "]";
+  };
+  auto in_group = [](const std::string& n) {
+    return n.rfind("param/", 0) == 0 || n.rfind("buffer/", 0) == 0 || n.rfind("momentum/", 0) == 0;
+  };
+  if (e.resume) {
+    const auto m = l.strings.find("model");
+    const std::string model = m == l.strings.end() ? "?" : m->second;
+    const auto gb = l.ints.find("global_batch");
+    const int64_t global_batch = gb == l.ints.end() ? 0 : gb->second;
+    if (!e.allow_config_change && (model != e.model || global_batch != e.global_batch))
+      throw CheckpointRefusal("run.dir = " + e.run_dir + ": checkpoint " + path + " was saved with model.name = " + model +
+                              ", train.global_batch = " + std::to_string(global_batch) + "; this config has model.name = " +
+                              e.model + ", train.global_batch = " + std::to_string(e.global_batch) +
+                              ". Pass --run.allow_config_change to resume anyway, or --run.fresh to start over");
+    for (const char* k : kCheckpointResumeInts)
+      if (!l.ints.count(k)) return "dataset /ints/" + std::string(k) + " is missing (a resume needs it)";
+  }
+  for (const auto& [name, shape] : e.tensors) {
+    if (!e.resume && name.rfind("momentum/", 0) == 0) continue;
+    const CheckpointTensorInfo* t = l.find(name);
+    if (!t) return "dataset /" + name + " is missing (model " + e.model + " needs shape " + str(shape) + ")";
+    const bool any = std::find(e.any_shape.begin(), e.any_shape.end(), name) != e.any_shape.end();
+    if (!any && t->shape != shape)
+      return "dataset /" + name + " has shape " + str(t->shape) + ", model " + e.model + " needs " + str(shape);
+  }
+  if (e.resume)
+    for (const auto& t : l.tensors) {
+      if (!in_group(t.name)) continue;
+      bool known = false;
+      for (const auto& [name, shape] : e.tensors) known = known || name == t.name;
+      if (!known) return "dataset /" + t.name + " (shape " + str(t.shape) + ") is not a tensor of model " + e.model;
+    }
+  return "";
 }
 
 std::vector<std::string> head_param_names(const std::vector<std::string>& names, const std::vector<int>& ndims) {

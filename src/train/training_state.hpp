@@ -8,7 +8,7 @@
 //   tensors        <-> CheckpointData::tensors ("param/<name>", "buffer/<name>", "momentum/<name>",
 //                  and with several ranks "rank_buffer/<rank>/<name>": checkpoint format version 2)
 //   ints           step, epoch, step_in_epoch, world_size, seed, global_batch, total_steps,
-//                  steps_per_epoch, nonfinite_in_row, nonfinite_total
+//                  steps_per_epoch, nonfinite_in_row, nonfinite_total, epoch_offset
 //   floats         lr (of the next step), loss_scale
 //   strings        model, config (INI text), config_hash (FNV-1a of config, 16 hex digits)
 #include <cstdint>
@@ -36,6 +36,10 @@ struct TrainingState {
   int64_t step_in_epoch = 0;  ///< steps done inside the epoch (the sample cursor, in global steps)
   int64_t nonfinite_in_row = 0;
   int64_t nonfinite_total = 0;
+  /// Steps (applied or skipped) of the completed epochs beyond epoch x steps_per_epoch: 0 unless a
+  /// resume changed the length of an epoch (then set by Trainer::restore_state), so that
+  /// step + nonfinite_total = epoch x steps_per_epoch + step_in_epoch + epoch_offset always holds.
+  int64_t epoch_offset = 0;
 
   // ---- the run that saved it ----
   int64_t world_size = 0;  ///< ranks at save (0 when the checkpoint does not record it)
@@ -74,6 +78,29 @@ CheckpointData to_checkpoint_data(TrainingState state);
 /// keys keep their defaults. Other absent keys keep their defaults.
 TrainingState training_state_from_checkpoint(CheckpointData data, const std::string& origin,
                                              bool require_progress = true);
+
+/// What a resume or --init-from needs of a checkpoint, from this run (checkpoint_run_problem).
+struct CheckpointExpectation {
+  bool resume = true;                 ///< resume (every tensor, the progress) or --init-from (param/, buffer/)
+  std::string run_dir;                ///< for messages
+  std::string model;                  ///< model.name
+  int64_t global_batch = 0;           ///< train.global_batch
+  bool allow_config_change = false;   ///< run.allow_config_change
+  /// The model's tensors by checkpoint name ("param/<name>", "buffer/<name>", "momentum/<name>")
+  /// and shape (0-d: {}).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;
+  std::vector<std::string> any_shape; ///< --reset-head: the head's "param/..." names, any shape allowed
+};
+
+/// The checkpoint at `path` (layout `l`) against this run, before any tensor data is read.
+/// Resume: throws CheckpointRefusal naming both values when strings/model or ints/global_batch
+/// differ from the run's (unless allow_config_change); requires every progress and run field
+/// (ints/step, epoch, step_in_epoch, steps_per_epoch, total_steps, nonfinite_in_row,
+/// nonfinite_total, world_size, global_batch); the param/, buffer/ and momentum/ tensors must be
+/// exactly the model's, name for name and shape for shape. --init-from: every param/ and buffer/
+/// tensor of the model present with its shape (any shape for `any_shape`). Returns "" or the problem
+/// naming the dataset and the values.
+std::string checkpoint_run_problem(const CheckpointLayout& l, const std::string& path, const CheckpointExpectation& e);
 
 /// `state` as bytes (every field and tensor; native byte order: for ranks of one job), for
 /// Communicator::broadcast_bytes. deserialize_training_state is its inverse; it throws RuntimeError

@@ -34,6 +34,7 @@ TrainingState sample_state() {
   s.step_in_epoch = 4;
   s.nonfinite_in_row = 1;
   s.nonfinite_total = 5;
+  s.epoch_offset = 5;  // 40 + 5 steps done = 3 epochs x 12 + 4 + 5
   s.world_size = 4;
   s.seed = 1234567890123ull;
   s.global_batch = 256;
@@ -64,6 +65,7 @@ void require_same(const TrainingState& a, const TrainingState& b) {
   CHECK(a.step_in_epoch == b.step_in_epoch);
   CHECK(a.nonfinite_in_row == b.nonfinite_in_row);
   CHECK(a.nonfinite_total == b.nonfinite_total);
+  CHECK(a.epoch_offset == b.epoch_offset);
   CHECK(a.world_size == b.world_size);
   CHECK(a.seed == b.seed);
   CHECK(a.global_batch == b.global_batch);
@@ -89,7 +91,8 @@ TEST_CASE("checkpoint training state: the file keys are exactly those of the for
                                                  {"total_steps", 120},
                                                  {"steps_per_epoch", 12},
                                                  {"nonfinite_in_row", 1},
-                                                 {"nonfinite_total", 5}});
+                                                 {"nonfinite_total", 5},
+                                                 {"epoch_offset", 5}});
   CHECK(d.floats == std::map<std::string, double>{{"lr", 0.0375}, {"loss_scale", 1.0}});
   CHECK(d.strings == std::map<std::string, std::string>{
                          {"model", "mlp"}, {"config", "[model]\nname = mlp\n"}, {"config_hash", "0123456789abcdef"}});
