@@ -24,6 +24,9 @@ struct DatasetInfo {
   std::vector<std::string> class_names;
   std::vector<float> mean, std;  ///< per channel, of pixel values scaled to [0,1], on the train split
   std::string source;
+  /// Shards of the split in schema version 1 (HDF5's original format, no metadata checksums): read,
+  /// but worth rewriting with `hpctrain prepare` (docs/dataset.md). Not part of the schema comparison.
+  std::vector<std::string> version1_shards;
 };
 
 /// A split of samples in NHWC uint8 with int32 labels.

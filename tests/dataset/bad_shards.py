@@ -5,7 +5,7 @@ import tempfile
 
 import numpy as np
 
-from common import check, finish, run, write_shard
+from common import LIBVER, check, finish, run, write_shard
 
 rng = np.random.default_rng(0)
 
@@ -51,7 +51,7 @@ def declared_only(shape, attrs=None):
     def f(p):
         import h5py
         write_shard(p, images(100), labels(100), index=1, num=2, attrs=attrs)
-        with h5py.File(p, "r+") as fh:
+        with h5py.File(p, "r+", libver=LIBVER) as fh:
             del fh["images"]
             fh.create_dataset("images", shape=shape, dtype=np.uint8, chunks=(1,) + tuple(min(s, 64) for s in shape[1:]))
             if shape[0] != 100:
