@@ -42,8 +42,10 @@ class Dataset {
 
 /// Opens and validates every shard of `split` ("train"/"test") in dir; throws UsageError naming file,
 /// dataset, shape or value (row and value for bad labels). Checks: shard set complete and consistently
-/// named, each file a readable HDF5 file, /images uint8 rank 4, /labels int32 rank 1 of the same
-/// length, attributes present and consistent with the data and file name, identical H/W/C,
+/// named, each file a readable HDF5 file (schema version 1, or 2 in HDF5's checksummed format with
+/// fixed-length strings only), /images uint8 rank 4, /labels int32 rank 1 of the same length, both
+/// stored inside the file with every chunk written and no unexpected filter, attributes present and
+/// consistent with the data and file name (finite mean/std), identical H/W/C,
 /// num_classes, class_names, mean and std across shards, every label in [0, num_classes).
 /// Reads go through the HDF5 C API under hdf5_mutex() (io/h5.hpp) or pread(); file handles stay open
 /// for the object's life.
