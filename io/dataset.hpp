@@ -27,6 +27,8 @@ struct DatasetInfo {
   /// Shards of the split in schema version 1 (HDF5's original format, no metadata checksums): read,
   /// but worth rewriting with `hpctrain prepare` (docs/dataset.md). Not part of the schema comparison.
   std::vector<std::string> version1_shards;
+  /// The split's first shard (the one its schema was read from); empty for generated data.
+  std::string first_shard;
 };
 
 /// A split of samples in NHWC uint8 with int32 labels.
@@ -50,6 +52,11 @@ class Dataset {
 /// Reads go through the HDF5 C API under hdf5_mutex() (io/h5.hpp) or pread(); file handles stay open
 /// for the object's life.
 std::shared_ptr<Dataset> open_sharded_dataset(const std::string& dir, const std::string& split);
+
+/// Throws UsageError naming a shard of each split when the test split's schema (H/W/C, num_classes,
+/// class_names, mean, std) differs from the train split's: the statistics are the train split's, and
+/// the same in every shard, test shards included (docs/dataset.md). No-op for generated data.
+void check_splits_agree(const DatasetInfo& train, const DatasetInfo& test);
 
 /// Opens and validates one shard file on its own (the per-file checks of open_sharded_dataset).
 std::shared_ptr<Dataset> open_dataset_shard(const std::string& path);

@@ -199,10 +199,16 @@ std::shared_ptr<Dataset> open_shards(const std::vector<std::string>& paths, cons
     shards.push_back(std::move(s));
   }
   info.num_samples = offset;
+  if (!paths.empty()) info.first_shard = paths[0];
   return std::make_shared<H5ShardedDataset>(std::move(shards), std::move(labels), std::move(info));
 }
 
 }  // namespace
+
+void check_splits_agree(const DatasetInfo& train, const DatasetInfo& test) {
+  if (train.first_shard.empty() || test.first_shard.empty()) return;
+  check_same_schema(test.first_shard, test, train.first_shard, train);
+}
 
 std::shared_ptr<Dataset> open_dataset_shard(const std::string& path) { return open_shards({path}, "", false); }
 

@@ -97,6 +97,7 @@ void Trainer::setup_data() {
   } else {
     train_ds_ = open_sharded_dataset(cfg_.data.dir, "train");
     test_ds_ = open_sharded_dataset(cfg_.data.dir, "test");
+    check_splits_agree(train_ds_->info(), test_ds_->info());
   }
   const DatasetInfo& info = train_ds_->info();
   LoaderOptions lo;

@@ -225,6 +225,18 @@ with tempfile.TemporaryDirectory() as root:
                 for frag in fragments:
                     check(frag in lines[0], f"{name}: rank {rank} message lacks '{frag}': {lines[0]}")
 
+    # The test split's statistics must be the train split's (docs/dataset.md: the same values in every
+    # shard, test shards included): compared across splits too, naming a shard of each.
+    d, _ = make_dir(root, "test_std_differs")
+    test = os.path.join(d, "test-00000-of-00001.h5")
+    write_shard(test, images(20), labels(20), split="test", attrs=dict(std=np.float32([0.3])))
+    rc, out, err = run(["inspect", "--validate", d], np_ranks=2)
+    lines = [l for l in err.splitlines() if "error (rank" in l]
+    check(rc == 2 and len(lines) == 2, f"test split std differs: rc {rc}, {len(lines)} error lines: {err}")
+    for l in lines:
+        check(test in l and "root attribute std = [0.3] differs from [0.25]" in l and "train-00000-of-00002.h5" in l,
+              f"test split std differs: message {l}")
+
     # A single bad shard through `inspect PATH` as well (one rank): exit 2, names file and row.
     d, bad = make_dir(root, "single", with_label(-1, 3))
     rc, out, err = run(["inspect", bad])
