@@ -24,6 +24,11 @@ struct DatasetInfo {
   std::vector<std::string> class_names;
   std::vector<float> mean, std;  ///< per channel, of pixel values scaled to [0,1], on the train split
   std::string source;
+  /// Shards of the split in schema version 1 (HDF5's original format, no metadata checksums): read,
+  /// but worth rewriting with `hpctrain prepare` (docs/dataset.md). Not part of the schema comparison.
+  std::vector<std::string> version1_shards;
+  /// The split's first shard (the one its schema was read from); empty for generated data.
+  std::string first_shard;
 };
 
 /// A split of samples in NHWC uint8 with int32 labels.
@@ -39,12 +44,19 @@ class Dataset {
 
 /// Opens and validates every shard of `split` ("train"/"test") in dir; throws UsageError naming file,
 /// dataset, shape or value (row and value for bad labels). Checks: shard set complete and consistently
-/// named, each file a readable HDF5 file, /images uint8 rank 4, /labels int32 rank 1 of the same
-/// length, attributes present and consistent with the data and file name, identical H/W/C,
+/// named, each file a readable HDF5 file (schema version 1, or 2 in HDF5's checksummed format with
+/// fixed-length strings only), /images uint8 rank 4, /labels int32 rank 1 of the same length, both
+/// stored inside the file with every chunk written and no unexpected filter, attributes present and
+/// consistent with the data and file name (finite mean/std), identical H/W/C,
 /// num_classes, class_names, mean and std across shards, every label in [0, num_classes).
 /// Reads go through the HDF5 C API under hdf5_mutex() (io/h5.hpp) or pread(); file handles stay open
 /// for the object's life.
 std::shared_ptr<Dataset> open_sharded_dataset(const std::string& dir, const std::string& split);
+
+/// Throws UsageError naming a shard of each split when the test split's schema (H/W/C, num_classes,
+/// class_names, mean, std) differs from the train split's: the statistics are the train split's, and
+/// the same in every shard, test shards included (docs/dataset.md). No-op for generated data.
+void check_splits_agree(const DatasetInfo& train, const DatasetInfo& test);
 
 /// Opens and validates one shard file on its own (the per-file checks of open_sharded_dataset).
 std::shared_ptr<Dataset> open_dataset_shard(const std::string& path);

@@ -15,6 +15,12 @@
 
 namespace ht {
 
+/// The shard schema version this build writes (root attribute `version`). 1: HDF5's original file
+/// format (superblock 0, no metadata checksums), strings of any kind; still read, with a warning.
+/// 2: HDF5 1.10's format (superblock >= 2, version-2 object headers: checksummed metadata) and
+/// fixed-length strings only (no variable-length data anywhere). docs/dataset.md.
+constexpr int kShardFormatVersion = 2;
+
 /// "train-00003-of-00004.h5": the file name of shard `index` of `num_shards` of `split`.
 std::string shard_file_name(const std::string& split, int index, int num_shards);
 
@@ -23,9 +29,10 @@ int64_t samples_per_chunk(int64_t sample_bytes);
 
 /// Writes one shard: /images uint8 [n,H,W,C] from `images` (n*H*W*C bytes, NHWC), /labels int32 [n],
 /// and every root attribute of the schema (H/W/C, num_classes, class_names, mean, std, source from
-/// `info`). The file is written under a temporary name and renamed, so a crash never leaves a
-/// complete-looking shard. gzip_level 0 = uncompressed (the default of the schema). Throws UsageError
-/// when sizes disagree, RuntimeError when HDF5 fails.
+/// `info`), in schema version kShardFormatVersion. The file is written under a temporary name and
+/// renamed, so a crash never leaves a complete-looking shard. gzip_level 0 = uncompressed (the default
+/// of the schema). Throws UsageError when sizes disagree, RuntimeError naming the file and HDF5's
+/// reason when HDF5 fails (the temporary file is removed).
 void write_dataset_shard(const std::string& path, const DatasetInfo& info, const std::string& split, int shard_index,
                          int num_shards, std::span<const uint8_t> images, std::span<const int32_t> labels,
                          int gzip_level = 0);

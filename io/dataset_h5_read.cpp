@@ -46,15 +46,18 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
     if (cd[1] != dims[1] || cd[2] != dims[2] || cd[3] != dims[3]) return;  // chunks must be whole samples
     per = static_cast<int64_t>(cd[0]);
     const int64_t expect = (s.count + per - 1) / per;
+    // A dataspace of its own (selection: all): HDF5 1.10 refuses H5S_ALL in these two calls, and
+    // s.fspace carries the last hyperslab selection.
+    H5Handle all(H5Dget_space(s.images), H5Sclose);
     hsize_t nchunks = 0;
-    if (H5Dget_num_chunks(s.images, H5S_ALL, &nchunks) < 0 || static_cast<int64_t>(nchunks) != expect) return;
+    if (!all.valid() || H5Dget_num_chunks(s.images, all, &nchunks) < 0 || static_cast<int64_t>(nchunks) != expect) return;
     addr.assign(static_cast<size_t>(expect), HADDR_UNDEF);
     for (hsize_t i = 0; i < nchunks; ++i) {
       hsize_t coord[4];
       unsigned mask = 0;
       haddr_t a = HADDR_UNDEF;
       hsize_t size = 0;
-      if (H5Dget_chunk_info(s.images, H5S_ALL, i, coord, &mask, &a, &size) < 0) return;
+      if (H5Dget_chunk_info(s.images, all, i, coord, &mask, &a, &size) < 0) return;
       if (size != static_cast<hsize_t>(per * sample) || coord[0] % cd[0] != 0) return;
       addr[coord[0] / cd[0]] = static_cast<uint64_t>(a);
     }
@@ -190,15 +193,22 @@ std::shared_ptr<Dataset> open_shards(const std::vector<std::string>& paths, cons
     if (check_index) check_shard_place(paths[k], m, split, k, paths.size());
     if (k == 0) info = m.info;
     else check_same_schema(paths[k], m.info, paths[0], info);
+    if (m.version == 1) info.version1_shards.push_back(paths[k]);
     s.offset = offset;
     offset += s.count;
     shards.push_back(std::move(s));
   }
   info.num_samples = offset;
+  if (!paths.empty()) info.first_shard = paths[0];
   return std::make_shared<H5ShardedDataset>(std::move(shards), std::move(labels), std::move(info));
 }
 
 }  // namespace
+
+void check_splits_agree(const DatasetInfo& train, const DatasetInfo& test) {
+  if (train.first_shard.empty() || test.first_shard.empty()) return;
+  check_same_schema(test.first_shard, test, train.first_shard, train);
+}
 
 std::shared_ptr<Dataset> open_dataset_shard(const std::string& path) { return open_shards({path}, "", false); }
 

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "io/augment.hpp"
+#include "io/dataset_h5.hpp"
 #include "io/dataset_h5_shard.hpp"
 #include "io/h5_check.hpp"
 #include "src/base/error.hpp"
@@ -18,18 +20,6 @@ std::string dims_str(const std::vector<hsize_t>& d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
   return s + "]";
-}
-
-std::string type_desc(hid_t t) {
-  H5T_class_t c = H5Tget_class(t);
-  size_t sz = H5Tget_size(t);
-  switch (c) {
-    case H5T_INTEGER:
-      return std::string(H5Tget_sign(t) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(sz * 8);
-    case H5T_FLOAT: return "float" + std::to_string(sz * 8);
-    case H5T_STRING: return "string";
-    default: return "type class " + std::to_string(static_cast<int>(c));
-  }
 }
 
 void check_same(const std::string& path, const std::string& first, const char* what, const std::string& a,
@@ -51,29 +41,30 @@ constexpr int64_t kMaxSide = 1 << 16;             // pixels per side
 constexpr int64_t kMaxChannels = 64;
 constexpr int64_t kMaxClasses = 1 << 20;
 constexpr int64_t kMaxSampleBytes = int64_t{1} << 28;  // 256 MiB per sample
-// zlib's best ratio is about 1032:1; nothing stored compressed can stand for more bytes than that.
-constexpr uint64_t kMaxInflation = 1100;
+/// A float for a message: as many digits as it takes (1e-40, not 0.000000).
+std::string float_str(float v) {
+  std::ostringstream o;
+  o.precision(9);
+  o << v;
+  return o.str();
+}
 
-/// A dataset's declared bytes (rows x row_bytes, overflow-checked) against what the file can hold:
-/// uncompressed, the bytes HDF5 has stored for it must cover the declaration (a dataset without
-/// data, or with chunks missing, would read as zeros); compressed, the declaration may not exceed
-/// the file's size times zlib's best ratio. UsageError naming file, dataset and sizes otherwise.
-void check_declared_size(const std::string& path, const char* name, hid_t dset, uint64_t rows, uint64_t row_bytes,
-                         int64_t file_bytes) {
-  if (rows > (uint64_t{1} << 40) || (row_bytes > 0 && rows > UINT64_MAX / row_bytes))
-    throw UsageError(path + ": dataset /" + name + " declares " + std::to_string(rows) + " rows of " +
-                     std::to_string(row_bytes) + " bytes, more than any file can hold");
-  const uint64_t declared = rows * row_bytes;
-  H5Handle dcpl(HT_H5_CHECK(H5Dget_create_plist(dset)), H5Pclose);
-  const bool filtered = H5Pget_nfilters(dcpl) > 0;
-  const uint64_t stored = H5Dget_storage_size(dset);
-  const uint64_t fsize = static_cast<uint64_t>(file_bytes);
-  if (!filtered && stored < declared)
-    throw UsageError(path + ": dataset /" + name + " declares " + std::to_string(declared) + " bytes but " +
-                     std::to_string(stored) + " are stored (no data written, or the file is truncated or corrupt)");
-  if (filtered && declared > fsize * kMaxInflation)
-    throw UsageError(path + ": dataset /" + name + " declares " + std::to_string(declared) + " bytes in a " +
-                     std::to_string(fsize) + "-byte file, beyond any compression ratio");
+/// Per-channel mean and std: std finite and > 0, mean finite, and every normalised pixel value
+/// ((v/255 - mean) / std, as the loader computes it) finite, so a tiny std cannot overflow to inf.
+void check_mean_std(const std::string& path, const DatasetInfo& info) {
+  for (size_t i = 0; i < info.std.size(); ++i) {
+    const float m = info.mean[i], sd = info.std[i];
+    std::string at = std::to_string(i);  // "[i]" (built in steps: GCC 12 warns falsely on "[" + ...)
+    at = at.insert(0, 1, '[') + ']';
+    if (!std::isfinite(sd) || !(sd > 0.f))
+      throw UsageError(path + ": root attribute std" + at + " = " + float_str(sd) + ", must be finite and > 0");
+    if (!std::isfinite(m))
+      throw UsageError(path + ": root attribute mean" + at + " = " + float_str(m) + ", must be finite");
+    for (int v : {0, 255})
+      if (!std::isfinite(normalize_pixel(static_cast<uint8_t>(v), m, 1.0f / sd)))
+        throw UsageError(path + ": root attributes mean" + at + " = " + float_str(m) + " and std" + at + " = " +
+                         float_str(sd) + " normalise pixel value " + std::to_string(v) + " to a non-finite value");
+  }
 }
 
 }  // namespace
@@ -91,13 +82,19 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
   if (!s.file.valid())
     throw UsageError(path + ": cannot open as HDF5 (" + std::to_string(st.st_size) + " bytes): " +
                      h5_open_failure_text());
+  // The version first (an integer: no heap to parse), so that for a version-2 shard the checksummed
+  // format and the absence of variable-length data are checked before any string is read.
+  if (!h5_attr_exists(s.file, "format")) throw UsageError(path + ": root attribute 'format' missing (not a dataset shard)");
+  int64_t& version = meta.version;
+  if (!h5_read_attr_int(s.file, "version", version)) throw UsageError(path + ": root attribute 'version' missing or not an integer");
+  if (version != 1 && version != kShardFormatVersion)
+    throw UsageError(path + ": root attribute version = " + std::to_string(version) + ", this build reads versions 1 and " +
+                     std::to_string(kShardFormatVersion));
+  if (version >= 2) check_checksummed_format(path, s.file);
   std::string fmt;
-  if (!h5_read_attr_string(s.file, "format", fmt)) throw UsageError(path + ": root attribute 'format' missing or not a string");
+  if (!h5_read_attr_string(s.file, "format", fmt)) throw UsageError(path + ": root attribute 'format' not a string");
   if (fmt != "hpctrain-dataset")
     throw UsageError(path + ": root attribute format = \"" + fmt + "\", expected \"hpctrain-dataset\"");
-  int64_t version = 0;
-  if (!h5_read_attr_int(s.file, "version", version)) throw UsageError(path + ": root attribute 'version' missing or not an integer");
-  if (version != 1) throw UsageError(path + ": root attribute version = " + std::to_string(version) + ", this build reads version 1");
   auto need_int = [&](const char* name, int64_t& v) {
     if (!h5_read_attr_int(s.file, name, v))
       throw UsageError(path + ": root attribute '" + name + "' missing or not an integer");
@@ -137,10 +134,7 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
   if (static_cast<int64_t>(info.mean.size()) != c || static_cast<int64_t>(info.std.size()) != c)
     throw UsageError(path + ": root attributes mean/std have " + std::to_string(info.mean.size()) + "/" +
                      std::to_string(info.std.size()) + " entries, channels = " + std::to_string(c));
-  for (int i = 0; i < info.channels; ++i)
-    if (!(info.std[i] > 0.f) || !std::isfinite(info.mean[i]))
-      throw UsageError(path + ": root attribute std[" + std::to_string(i) + "] = " + std::to_string(info.std[i]) +
-                       " / mean = " + std::to_string(info.mean[i]) + " (std must be > 0, mean finite)");
+  check_mean_std(path, info);
   if (!h5_read_attr_string(s.file, "source", info.source)) info.source.clear();
 
   // /images
@@ -151,12 +145,10 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
   HT_H5_CHECK(H5Pset_chunk_cache(dapl, 12421, 64u << 20, 1.0));
   s.images = H5Handle(H5Dopen2(s.file, "images", dapl), H5Dclose);
   if (!s.images.valid()) throw UsageError(path + ": dataset /images cannot be opened");
-  {
-    H5Handle t(H5Dget_type(s.images), H5Tclose);
-    if (H5Tget_class(t) != H5T_INTEGER || H5Tget_size(t) != 1 || H5Tget_sign(t) != H5T_SGN_NONE)
-      throw UsageError(path + ": dataset /images has dtype " + type_desc(t) + ", expected uint8");
-  }
-  s.fspace = H5Handle(HT_H5_CHECK(H5Dget_space(s.images)), H5Sclose);
+  if (version >= 2) check_checksummed_object(path, "dataset /images", s.images);
+  check_integer_dtype(path, "images", s.images, 1, H5T_SGN_NONE);
+  s.fspace = H5Handle(H5Dget_space(s.images), H5Sclose);
+  if (!s.fspace.valid()) throw UsageError(path + ": dataset /images: shape cannot be read (corrupt file)");
   std::vector<hsize_t> d = h5_space_dims(s.fspace);
   if (d.size() != 4) throw UsageError(path + ": dataset /images has shape " + dims_str(d) + ", expected [N,H,W,C]");
   if (static_cast<int64_t>(d[1]) != h || static_cast<int64_t>(d[2]) != w || static_cast<int64_t>(d[3]) != c)
@@ -164,24 +156,22 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
                      std::to_string(h) + " width=" + std::to_string(w) + " channels=" + std::to_string(c));
   if (h < 1 || w < 1 || c < 1) throw UsageError(path + ": dataset /images has empty sample shape " + dims_str(d));
   s.count = static_cast<int64_t>(d[0]);
-  check_declared_size(path, "images", s.images, d[0], static_cast<uint64_t>(h * w * c), st.st_size);
+  check_storage(path, "images", s.images, d, 1, st.st_size);
 
   // /labels
   if (H5Lexists(s.file, "labels", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /labels missing");
   H5Handle lab(H5Dopen2(s.file, "labels", H5P_DEFAULT), H5Dclose);
   if (!lab.valid()) throw UsageError(path + ": dataset /labels cannot be opened");
-  {
-    H5Handle t(H5Dget_type(lab), H5Tclose);
-    if (H5Tget_class(t) != H5T_INTEGER || H5Tget_size(t) != 4 || H5Tget_sign(t) != H5T_SGN_2)
-      throw UsageError(path + ": dataset /labels has dtype " + type_desc(t) + ", expected int32");
-  }
-  H5Handle lspace(HT_H5_CHECK(H5Dget_space(lab)), H5Sclose);
+  if (version >= 2) check_checksummed_object(path, "dataset /labels", lab);
+  check_integer_dtype(path, "labels", lab, 4, H5T_SGN_2);
+  H5Handle lspace(H5Dget_space(lab), H5Sclose);
+  if (!lspace.valid()) throw UsageError(path + ": dataset /labels: shape cannot be read (corrupt file)");
   std::vector<hsize_t> ld = h5_space_dims(lspace);
   if (ld.size() != 1) throw UsageError(path + ": dataset /labels has shape " + dims_str(ld) + ", expected [N]");
   if (static_cast<int64_t>(ld[0]) != s.count)
     throw UsageError(path + ": dataset /images has " + std::to_string(s.count) + " samples but /labels has " +
                      std::to_string(ld[0]) + " (lengths must match)");
-  check_declared_size(path, "labels", lab, ld[0], 4, st.st_size);
+  check_storage(path, "labels", lab, ld, 4, st.st_size);
   size_t base = labels.size();
   labels.resize(base + static_cast<size_t>(s.count));
   if (s.count > 0 && H5Dread(lab, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data() + base) < 0)

@@ -47,13 +47,15 @@ struct Shard {
 /// What a shard's root attributes say about the shard itself and about the dataset.
 struct ShardMeta {
   std::string split;
+  int64_t version = 0;  ///< schema version (root attribute `version`): 1 or 2
   int64_t shard_index = -1, num_shards = -1;
   DatasetInfo info;
 };
 
-/// Opens the shard file `path`, checks it on its own (HDF5 file, format/version, every attribute,
-/// /images uint8 [N,H,W,C] and /labels int32 [N] of equal length, labels in [0, num_classes), first
-/// and last image row readable), appends its labels to `labels` and maps its chunks for direct
+/// Opens the shard file `path`, checks it on its own (HDF5 file, format/version and, for version 2,
+/// the checksummed format; every attribute; /images uint8 [N,H,W,C] and /labels int32 [N] of equal
+/// length and their storage (check_storage); labels in [0, num_classes); first and last image row
+/// readable), appends its labels to `labels` and maps its chunks for direct
 /// reads (see map_chunks) unless HT_DATASET_HDF5_READS is set. Throws UsageError naming the file and
 /// the problem. Caller holds hdf5_mutex().
 Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>& labels);
@@ -67,6 +69,30 @@ void check_shard_place(const std::string& path, const ShardMeta& meta, const std
 /// shard, `first`) disagree on H/W/C, num_classes, class_names, mean or std (all shards must agree).
 void check_same_schema(const std::string& path, const DatasetInfo& info, const std::string& first,
                        const DatasetInfo& first_info);
+
+// ---- io/dataset_h5_storage.cpp: how the objects are stored, checked before anything is read ----
+
+/// For a version-2 shard: throws UsageError naming `path` unless the file has superblock version >= 2
+/// and the root group passes check_checksummed_object. Run before any attribute value is read.
+void check_checksummed_format(const std::string& path, hid_t file);
+
+/// For a version-2 shard: throws UsageError naming `path` and `what` ("root group", "dataset /images")
+/// unless `obj` has a version-2 (checksummed) object header and no attribute of a type that lives in
+/// HDF5's global heap (variable-length strings or sequences, references).
+void check_checksummed_object(const std::string& path, const std::string& what, hid_t obj);
+
+/// Throws UsageError naming `path`, dataset `name`, the dtype found and the one expected unless the
+/// dataset's type is a plain integer of `bytes` bytes with `sign` (all bits value bits, offset 0).
+void check_integer_dtype(const std::string& path, const char* name, hid_t dset, size_t bytes, H5T_sign_t sign);
+
+/// The storage of dataset `name` (of shape `dims`, `elem_bytes` per element) against what it declares,
+/// before anything is read from it. Layout contiguous, chunked or compact, inside the file (external
+/// raw files and virtual datasets are rejected); filters only deflate, shuffle, fletcher32; compact
+/// data exactly the declared size; unfiltered data at least the declared bytes stored; compressed
+/// data declaring at most the file's size times zlib's best ratio; chunked data with every chunk
+/// stored (a missing chunk would read as the fill value). UsageError naming file, dataset, values.
+void check_storage(const std::string& path, const char* name, hid_t dset, const std::vector<hsize_t>& dims,
+                   uint64_t elem_bytes, int64_t file_bytes);
 
 /// Fills the direct-access map of an uncompressed shard when the layout allows it (`sample` bytes per
 /// sample; `file_size` the file's size); returns quietly (HDF5 reads are used) otherwise. Throws

@@ -226,9 +226,12 @@ int validate_dir(const std::string& dir, const std::string& split) {
   if (split == "all") splits = {"train", "test"};
   else if (split == "train" || split == "test") splits = {split};
   else throw UsageError("hpctrain inspect: --split '" + split + "': expected train, test or all");
+  std::vector<DatasetInfo> infos;
   for (auto& sp : splits) {
     auto ds = open_sharded_dataset(dir, sp);
     const DatasetInfo& i = ds->info();
+    infos.push_back(i);
+    if (infos.size() == 2) check_splits_agree(infos[0], infos[1]);  // train, then test
     if (dist().rank == 0) {
       std::printf("%s/%s: %lld samples, %dx%dx%d (HxWxC), %d classes, mean", dir.c_str(), sp.c_str(),
                   static_cast<long long>(i.num_samples), i.height, i.width, i.channels, i.num_classes);

@@ -112,6 +112,7 @@ void Trainer::setup_data() {
   } else {
     train_ds_ = open_sharded_dataset(cfg_.data.dir, "train");
     test_ds_ = open_sharded_dataset(cfg_.data.dir, "test");
+    check_splits_agree(train_ds_->info(), test_ds_->info());
   }
   const DatasetInfo& info = train_ds_->info();
   LoaderOptions lo;
@@ -257,6 +258,14 @@ void Trainer::open_run_files(int threads) {
     std::cout << " (last " << n_train_ % cfg_.train.global_batch
               << " samples of each epoch's permutation dropped: every rank runs the same steps)";
   std::cout << ", " << threads << " thread(s)/rank\n" << std::flush;
+  // Old-format shards still train; say once per run that they lack HDF5's metadata checksums.
+  std::vector<std::string> old = train_ds_->info().version1_shards;
+  for (auto& p : test_ds_->info().version1_shards) old.push_back(p);
+  if (!old.empty())
+    std::cerr << "hpctrain: warning: " << old.size() << " shard(s) of data.dir = " << cfg_.data.dir
+              << " are in shard format version 1 (HDF5's original file format, no metadata checksums), e.g. "
+              << old.front() << ": re-run 'hpctrain prepare' to rewrite them in version 2 (docs/dataset.md)\n"
+              << std::flush;
 }
 
 }  // namespace ht

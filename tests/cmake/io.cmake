@@ -7,3 +7,4 @@ ht_add_script_test(dataset_locked_shard dataset/locked_shard.py LABELS dataset T
 # Untrusted HDF5 files vetted in a time-limited child (src/train/file_vetting, hpctrain verify):
 # shards that crash or hang HDF5 1.10 -> exit 2 on both ranks naming the file, no core, no leftover.
 ht_add_script_test(io_vetting_np2 verify/test_vetting.py LABELS io TIMEOUT 300)
+ht_add_script_test(dataset_old_format_np2 dataset/old_format.py LABELS dataset TIMEOUT 240)

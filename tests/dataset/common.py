@@ -30,19 +30,39 @@ def run(args, np_ranks=None, timeout=90):
     return p.returncode, p.stdout, p.stderr
 
 
-def write_shard(path, images, labels, split="train", index=0, num=1, num_classes=10, attrs=None):
-    with h5py.File(path, "w") as f:
+# File format of a version-2 shard (docs/dataset.md): HDF5 1.10's, whose metadata carry checksums.
+LIBVER = ("v110", "v110")
+
+
+def fixed(v):
+    """An attribute value with every string fixed-length (numpy.bytes_ / dtype 'S'), as version 2 requires."""
+    if isinstance(v, str):
+        return np.bytes_(v.encode())
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, str) for x in v):
+        return np.array([x.encode() for x in v])
+    return v
+
+
+def write_shard(path, images, labels, split="train", index=0, num=1, num_classes=10, attrs=None, version=2,
+                **dataset_kw):
+    """A shard in schema `version` 2 (HDF5 1.10 format, fixed-length strings), or in version 1 as shards
+    were written before (h5py's default, oldest format, variable-length strings). dataset_kw go to
+    /images' create_dataset (chunks, compression, external, ...)."""
+    libver = LIBVER if version >= 2 else None
+    with h5py.File(path, "w", libver=libver) as f:
         n = images.shape[0]
-        f.create_dataset("images", data=images, chunks=(max(1, min(n, 8)),) + images.shape[1:])
+        kw = dict(chunks=(max(1, min(n, 8)),) + images.shape[1:])
+        kw.update(dataset_kw)
+        f.create_dataset("images", data=images, **kw)
         f.create_dataset("labels", data=labels)
         h, w, c = images.shape[1:]
-        a = dict(format="hpctrain-dataset", version=1, split=split, shard_index=index, num_shards=num,
+        a = dict(format="hpctrain-dataset", version=version, split=split, shard_index=index, num_shards=num,
                  num_classes=num_classes, height=h, width=w, channels=c,
                  class_names=[f"c{k}" for k in range(num_classes)],
                  mean=np.full(c, 0.5, np.float32), std=np.full(c, 0.25, np.float32), source="test")
         a.update(attrs or {})
         for k, v in a.items():
-            f.attrs[k] = v
+            f.attrs[k] = fixed(v) if version >= 2 else v
 
 
 def finish():

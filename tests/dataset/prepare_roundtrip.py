@@ -26,8 +26,14 @@ def read_split(out, split, num):
     for k in range(num):
         with h5py.File(os.path.join(out, f"{split}-{k:05d}-of-{num:05d}.h5"), "r") as f:
             a = dict(f.attrs)
-            check(a["format"] == "hpctrain-dataset" and a["version"] == 1 and a["split"] == split,
+            check(a["format"] == b"hpctrain-dataset" and a["version"] == 2 and a["split"] == split.encode(),
                   f"{split} {k}: format/version/split {a}")
+            # Version 2: HDF5 1.10's checksummed format, fixed-length strings only.
+            check(f.id.get_create_plist().get_version()[0] >= 2, f"{split} {k}: superblock version < 2")
+            for key in a:
+                t = f.attrs.get_id(key).get_type()
+                check(not (isinstance(t, h5py.h5t.TypeStringID) and t.is_variable_str()),
+                      f"{split} {k}: attribute {key} is a variable-length string")
             check(a["shard_index"] == k and a["num_shards"] == num, f"{split} {k}: shard attrs")
             for key in ("num_classes", "height", "width", "channels", "class_names", "mean", "std", "source"):
                 check(key in a, f"{split} {k}: attribute {key} missing")
@@ -58,7 +64,7 @@ with tempfile.TemporaryDirectory() as root:
     check(np.array_equal(im, tri[..., None]) and np.array_equal(lb, trl), "fashion-mnist train round trip")
     check(abs(a["mean"][0] - tri.mean() / 255) < 1e-6, f"mean {a['mean']} vs {tri.mean() / 255}")
     check(abs(a["std"][0] - (tri / 255.0).std()) < 1e-5, f"std {a['std']}")
-    check(list(a["class_names"])[:2] == ["T-shirt/top", "Trouser"], f"class names {a['class_names']}")
+    check(list(a["class_names"])[:2] == [b"T-shirt/top", b"Trouser"], f"class names {a['class_names']}")
     im, lb, _ = read_split(fout, "test", 1)
     check(np.array_equal(im, tei[..., None]) and np.array_equal(lb, tel), "fashion-mnist test round trip")
     d = subprocess.run(["h5dump", "-H", os.path.join(fout, "train-00002-of-00003.h5")], capture_output=True, text=True)
@@ -83,7 +89,7 @@ with tempfile.TemporaryDirectory() as root:
     want = train[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
     check(np.array_equal(im, want) and np.array_equal(lb, train[:, 0].astype(np.int32)), "cifar10 train round trip")
     check(np.allclose(a["mean"], (want / 255.0).mean(axis=(0, 1, 2)), atol=1e-6), f"cifar mean {a['mean']}")
-    check(a["class_names"][0] == "airplane" and a["channels"] == 3, "cifar attrs")
+    check(a["class_names"][0] == b"airplane" and a["channels"] == 3, "cifar attrs")
     im, lb, _ = read_split(cout, "test", 1)
     check(np.array_equal(im, recs["test_batch"][:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)), "cifar10 test")
 

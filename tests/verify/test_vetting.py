@@ -61,7 +61,7 @@ def heap_objects(d):
 
 
 def make_dataset(name, corrupt=None):
-    """A 4x4x1 dataset (train 64, test 16 samples) written with h5py as today's shards are (oldest file
+    """A 4x4x1 dataset (train 64, test 16 samples) written with h5py as version-1 shards are (oldest file
     format, variable-length string attributes). corrupt: 'crash' sets byte 6 of the size of the heap
     object holding class name "c7" to 0xff (size ~2^55); 'hang' sets the low byte of the size of "c8"
     to 0xff. Both found by mutating shards (tests/verify: byte flips of the global heap)."""
@@ -70,7 +70,7 @@ def make_dataset(name, corrupt=None):
     rng = np.random.default_rng(0)
     for split, n in (("train", 64), ("test", 16)):
         write_shard(os.path.join(d, f"{split}-00000-of-00001.h5"), rng.integers(0, 255, (n, 4, 4, 1), dtype=np.uint8),
-                    rng.integers(0, 10, n).astype(np.int32), split=split)
+                    rng.integers(0, 10, n).astype(np.int32), split=split, version=1)
     bad = os.path.join(d, "train-00000-of-00001.h5")
     if corrupt:
         b = bytearray(open(bad, "rb").read())
