@@ -13,6 +13,7 @@
 
 #include "io/dataset_h5.hpp"
 #include "io/dataset_h5_shard.hpp"
+#include "io/fletcher32.hpp"
 #include "io/h5_check.hpp"
 #include "src/base/error.hpp"
 
@@ -26,7 +27,22 @@ namespace dataset_h5 {
 void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
   if (s.count == 0) return;
   H5Handle dcpl(H5Dget_create_plist(s.images), H5Pclose);
-  if (!dcpl.valid() || H5Pget_nfilters(dcpl) != 0) return;
+  if (!dcpl.valid()) return;
+  // No filter, or fletcher32 alone (verified here on first read); anything else is read by HDF5.
+  const int nfilters = H5Pget_nfilters(dcpl);
+  bool checksummed = false;
+  if (nfilters == 1) {
+    unsigned flags = 0;
+    size_t nelmts = 0;
+    unsigned cd_values[1];
+    char name[32];
+    unsigned config = 0;
+    if (H5Pget_filter2(dcpl, 0, &flags, &nelmts, cd_values, sizeof name, name, &config) != H5Z_FILTER_FLETCHER32) return;
+    checksummed = true;
+  } else if (nfilters != 0) {
+    return;
+  }
+  const hsize_t tail = checksummed ? 4 : 0;  // the stored checksum after each chunk
   H5Handle fcpl(H5Fget_create_plist(s.file), H5Pclose);
   hsize_t userblock = 0;
   if (!fcpl.valid() || H5Pget_userblock(fcpl, &userblock) < 0) return;
@@ -34,6 +50,7 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
   int64_t per = 0;
   H5D_layout_t layout = H5Pget_layout(dcpl);
   if (layout == H5D_CONTIGUOUS) {
+    if (checksummed) return;  // HDF5 filters chunks only
     haddr_t a = H5Dget_offset(s.images);
     if (a == HADDR_UNDEF) return;
     per = s.count;
@@ -58,7 +75,7 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
       haddr_t a = HADDR_UNDEF;
       hsize_t size = 0;
       if (H5Dget_chunk_info(s.images, all, i, coord, &mask, &a, &size) < 0) return;
-      if (size != static_cast<hsize_t>(per * sample) || coord[0] % cd[0] != 0) return;
+      if (size != static_cast<hsize_t>(per * sample) + tail || mask != 0 || coord[0] % cd[0] != 0) return;
       addr[coord[0] / cd[0]] = static_cast<uint64_t>(a);
     }
   } else {
@@ -67,8 +84,9 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
   for (size_t c = 0; c < addr.size(); ++c) {
     if (addr[c] == HADDR_UNDEF) return;
     addr[c] += userblock;
-    int64_t rows = std::min<int64_t>(per, s.count - static_cast<int64_t>(c) * per);
-    if (static_cast<int64_t>(addr[c]) + rows * sample > file_size)
+    // A checksummed chunk is stored whole (edge rows padded) with its checksum.
+    int64_t rows = checksummed ? per : std::min<int64_t>(per, s.count - static_cast<int64_t>(c) * per);
+    if (static_cast<int64_t>(addr[c]) + rows * sample + static_cast<int64_t>(tail) > file_size)
       throw UsageError(s.path + ": dataset /images chunk " + std::to_string(c) + " lies beyond the end of the file (" +
                        std::to_string(file_size) + " bytes; truncated file)");
   }
@@ -76,6 +94,11 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
   if (fd < 0) return;
   s.fd.fd = fd;
   s.per_chunk = per;
+  s.checksummed = checksummed;
+  if (checksummed) {
+    s.verified = std::make_unique<std::atomic<uint8_t>[]>(addr.size());
+    for (size_t c = 0; c < addr.size(); ++c) s.verified[c].store(0, std::memory_order_relaxed);
+  }
   s.chunk_addr = std::move(addr);
 }
 
@@ -87,23 +110,47 @@ using namespace dataset_h5;
 
 // Reads rows [first, first+len) of a shard's /images into dst: pread() through the chunk map when
 // there is one, else an HDF5 hyperslab read under hdf5_mutex().
+// pread() of exactly `bytes` at `off`, retrying short reads; throws RuntimeError naming the rows.
+void pread_all(const Shard& s, uint8_t* p, size_t bytes, off_t off, int64_t r, int64_t end) {
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t got = ::pread(s.fd.fd, p + done, bytes - done, off + static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw RuntimeError(s.path + ": reading /images rows " + std::to_string(r) + ".." + std::to_string(end - 1) +
+                         " failed: " + (got < 0 ? std::string(std::strerror(errno)) : std::string("unexpected end of file")));
+    done += static_cast<size_t>(got);
+  }
+}
+
+// The first read of checksummed chunk c: the whole stored chunk, its fletcher32 compared with the
+// stored one (HDF5 stores it little-endian after the data), then rows [r, end) copied out.
+void read_verified_chunk(Shard& s, int64_t c, int64_t r, int64_t end, size_t sample, uint8_t* p) {
+  const size_t chunk_bytes = static_cast<size_t>(s.per_chunk) * sample;
+  std::vector<uint8_t> buf(chunk_bytes + 4);
+  pread_all(s, buf.data(), buf.size(), static_cast<off_t>(s.chunk_addr[static_cast<size_t>(c)]), r, end);
+  const uint32_t want = static_cast<uint32_t>(buf[chunk_bytes]) | static_cast<uint32_t>(buf[chunk_bytes + 1]) << 8 |
+                        static_cast<uint32_t>(buf[chunk_bytes + 2]) << 16 | static_cast<uint32_t>(buf[chunk_bytes + 3]) << 24;
+  if (fletcher32_copy(nullptr, buf.data(), chunk_bytes) != want)
+    throw RuntimeError(s.path + ": dataset /images chunk " + std::to_string(c) + " (rows " + std::to_string(c * s.per_chunk) +
+                       ".." + std::to_string((c + 1) * s.per_chunk - 1) +
+                       ") fails its fletcher32 checksum: the file is corrupt (re-create it with hpctrain prepare)");
+  std::memcpy(p, buf.data() + static_cast<size_t>(r - c * s.per_chunk) * sample, static_cast<size_t>(end - r) * sample);
+  s.verified[static_cast<size_t>(c)].store(1, std::memory_order_release);
+}
+
 void read_rows(Shard& s, int64_t first, int64_t len, size_t sample, const DatasetInfo& info, uint8_t* dst) {
   if (s.fd.fd >= 0) {
     int64_t r = first;
     while (r < first + len) {
       int64_t c = r / s.per_chunk;
       int64_t end = std::min(first + len, (c + 1) * s.per_chunk);
-      size_t bytes = static_cast<size_t>(end - r) * sample;
-      off_t off = static_cast<off_t>(s.chunk_addr[static_cast<size_t>(c)] + static_cast<uint64_t>(r - c * s.per_chunk) * sample);
       uint8_t* p = dst + static_cast<size_t>(r - first) * sample;
-      size_t done = 0;
-      while (done < bytes) {
-        ssize_t got = ::pread(s.fd.fd, p + done, bytes - done, off + static_cast<off_t>(done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0)
-          throw RuntimeError(s.path + ": reading /images rows " + std::to_string(r) + ".." + std::to_string(end - 1) +
-                             " failed: " + (got < 0 ? std::string(std::strerror(errno)) : std::string("unexpected end of file")));
-        done += static_cast<size_t>(got);
+      if (s.checksummed && !s.verified[static_cast<size_t>(c)].load(std::memory_order_acquire)) {
+        read_verified_chunk(s, c, r, end, sample, p);
+      } else {
+        off_t off = static_cast<off_t>(s.chunk_addr[static_cast<size_t>(c)] + static_cast<uint64_t>(r - c * s.per_chunk) * sample);
+        pread_all(s, p, static_cast<size_t>(end - r) * sample, off, r, end);
       }
       r = end;
     }

@@ -4,7 +4,9 @@
 // Everything here runs under hdf5_mutex() unless said otherwise.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,9 +41,14 @@ struct Shard {
   // HDF5 chunk cache here, and thread-safe) without hdf5_mutex, so a checkpoint being written never
   // stalls the data pipeline. pread rather than mmap: a file truncated under a running job gives an
   // error message, not SIGBUS.
+  // With HDF5's fletcher32 filter (schema version 2 writes it) each stored chunk is its per_chunk rows
+  // (an edge chunk padded) and 4 bytes of checksum: the first read of a chunk reads it whole and
+  // verifies it; later reads of its rows trust that verdict (`verified`, set once per chunk).
   Fd fd;
   int64_t per_chunk = 0;
   std::vector<uint64_t> chunk_addr;
+  bool checksummed = false;
+  std::unique_ptr<std::atomic<uint8_t>[]> verified;  ///< one flag per chunk; null unless checksummed
 };
 
 /// What a shard's root attributes say about the shard itself and about the dataset.

@@ -78,8 +78,13 @@ std::string h5_open_failure_text() {
         return 0;
       },
       &all);
-  if (all.find("lock") != std::string::npos) {
-    if (reason.find("lock") == std::string::npos) reason = "unable to lock file: " + reason;
+  // HDF5 1.10's lock failures say "unable to lock file" (H5FD_sec2_lock, H5F__open); a bare "lock"
+  // would also match unrelated text such as "sblock->base_addr" of a truncated file.
+  auto says_lock = [](const std::string& t) {
+    return t.find("unable to lock file") != std::string::npos || t.find("file locking") != std::string::npos;
+  };
+  if (says_lock(all)) {
+    if (!says_lock(reason)) reason = "unable to lock file: " + reason;
     reason += ". Another process has the file open for writing (HDF5 file locking): wait for it to "
               "finish, or, on a file system whose locks are unreliable, set HDF5_USE_FILE_LOCKING=FALSE";
   }

@@ -40,6 +40,7 @@ def read_split(out, split, num):
             check(f["images"].dtype == np.uint8 and f["labels"].dtype == np.int32, f"{split} {k}: dtypes")
             check(f["images"].chunks[1:] == f["images"].shape[1:], f"{split} {k}: chunks not whole samples")
             check(f["images"].compression is None, f"{split} {k}: compressed by default")
+            check(f["images"].fletcher32 and f["labels"].fletcher32, f"{split} {k}: data chunks not checksummed (fletcher32)")
             imgs.append(f["images"][:])
             labs.append(f["labels"][:])
             attrs = a

@@ -5,7 +5,9 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -241,4 +243,81 @@ TEST_CASE("shard format: a version-1 shard written the old way (superblock 0, va
   CHECK(lab == labels);
   ds.reset();
   fs::remove_all(fs::path(path).parent_path());
+}
+
+TEST_CASE("shard format: a flipped pixel byte of a new shard fails its fletcher32 on both read paths",
+          "[dataset][format]") {
+  // Version-2 shards checksum their data chunks (fletcher32): a changed byte is an error, never a
+  // silently different sample. Uncompressed: the pread path verifies each chunk on its first read;
+  // compressed: HDF5's filter pipeline does.
+  const DatasetInfo info = small_info();
+  // 12000 samples of 12 bytes: three 64 KiB chunks; the flipped byte is in the middle one, which
+  // the open (reading the first and last rows) does not touch.
+  const int64_t n = 12000, per = 65536 / 12;
+  std::vector<uint8_t> images(static_cast<size_t>(n) * 12);
+  for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<uint8_t>(i * 13 + 1);
+  std::vector<int32_t> labels(static_cast<size_t>(n), 2);
+  for (int gzip : {0, 4}) {
+    INFO("gzip " << gzip);
+    const std::string dir = temp_path("flip" + std::to_string(gzip));
+    fs::create_directories(dir);
+    const std::string path = dir + "/train-00000-of-00001.h5";
+    write_dataset_shard(path, info, "train", 0, 1, images, labels, gzip);
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t stored = 0;
+    {
+      std::lock_guard<std::recursive_mutex> lock(hdf5_mutex());
+      hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      hid_t d = H5Dopen2(f, "images", H5P_DEFAULT);
+      hid_t sp = H5Dget_space(d);
+      hsize_t coord[4];
+      unsigned mask = 0;
+      hsize_t nchunks = 0;
+      REQUIRE(H5Dget_num_chunks(d, sp, &nchunks) >= 0);
+      REQUIRE(nchunks == 3);
+      REQUIRE(H5Dget_chunk_info(d, sp, 1, coord, &mask, &addr, &stored) >= 0);
+      REQUIRE(coord[0] == static_cast<hsize_t>(per));
+      hid_t pl = H5Dget_create_plist(d);
+      CHECK(H5Pget_nfilters(pl) == (gzip ? 2 : 1));  // [deflate,] fletcher32
+      H5Pclose(pl);
+      H5Sclose(sp);
+      H5Dclose(d);
+      H5Fclose(f);
+    }
+    if (gzip == 0) CHECK(stored == static_cast<hsize_t>(per) * 12 + 4);
+    {  // the intact shard reads back exactly, through the map when uncompressed
+      auto ds = open_sharded_dataset(dir, "train");
+      std::vector<int64_t> idx = {7, per + 3, n - 1};
+      std::vector<uint8_t> img(3 * 12);
+      std::vector<int32_t> lab(3);
+      ds->read(idx, img, lab);
+      CHECK(std::equal(img.begin(), img.begin() + 12, images.begin() + 7 * 12));
+      CHECK(std::equal(img.begin() + 12, img.begin() + 24, images.begin() + (per + 3) * 12));
+      CHECK(std::equal(img.begin() + 24, img.end(), images.begin() + (n - 1) * 12));
+    }
+    {
+      std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+      io.seekg(static_cast<std::streamoff>(addr + stored / 2));
+      char b = 0;
+      io.read(&b, 1);
+      b = static_cast<char>(b ^ 0x10);
+      io.seekp(static_cast<std::streamoff>(addr + stored / 2));
+      io.write(&b, 1);
+    }
+    bool rejected = false;
+    try {
+      auto ds = open_sharded_dataset(dir, "train");
+      std::vector<int64_t> idx = {per + 20};
+      std::vector<uint8_t> img(12);
+      std::vector<int32_t> lab(1);
+      ds->read(idx, img, lab);
+    } catch (const std::exception& e) {
+      rejected = true;
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(path) != std::string::npos);
+      if (gzip == 0) CHECK(std::string(e.what()).find("fletcher32") != std::string::npos);
+    }
+    CHECK(rejected);
+    fs::remove_all(dir);
+  }
 }
