@@ -135,6 +135,11 @@ void Trainer::setup_data() {
                      (cfg_.data.synthetic ? std::string("the synthetic dataset")
                                           : "data.dir = " + cfg_.data.dir + " (split train)") +
                      ", so an epoch has no step");
+  if (cfg_.train.eval && test_ds_->info().num_samples == 0)  // every rank sees the same split: all throw
+    throw UsageError("train.eval = true, but the test split of " +
+                     (cfg_.data.synthetic ? std::string("the synthetic dataset") : "data.dir = " + cfg_.data.dir) +
+                     " has 0 samples, so an evaluation would report the accuracy of nothing: add test samples "
+                     "or set train.eval = false");
   LoaderOptions eo = lo;
   eo.train = false;
   eo.crop_padding = 0;

@@ -142,6 +142,22 @@ def bad_data(tmp):
         assert f"error (rank {r}): " in p.stdout and "train-00001-of-00002.h5" in p.stdout, p.stdout[-2000:]
     print(f"bad data: exit 2 on both ranks naming the shard ({dt:.1f} s)")
 
+    # A test split of 0 samples with evaluation on: exit 2 on both ranks (it used to "evaluate" nothing).
+    empty = os.path.join(tmp, "empty_test")
+    os.makedirs(empty)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataset"))
+    from common import write_shard  # h5py writer of the shard schema
+    write_shard(os.path.join(empty, "train-00000-of-00001.h5"), rng.integers(0, 256, (64, 28, 28, 1), dtype=np.uint8),
+                rng.integers(0, 10, 64).astype(np.int32))
+    write_shard(os.path.join(empty, "test-00000-of-00001.h5"), np.zeros((0, 28, 28, 1), np.uint8), np.zeros(0, np.int32), chunks=None,
+                split="test")
+    p, _ = run(2, ["--data.dir", empty, "--run.dir", os.path.join(tmp, "run_empty"), "--train.device", "cpu",
+                   "--train.global_batch", "16"], timeout=60, expect=2)
+    for r in (0, 1):
+        assert f"error (rank {r}): train.eval = true, but the test split of data.dir = {empty} has 0 samples" in p.stdout, \
+            p.stdout[-2000:]
+    print("empty test split: exit 2 on both ranks")
+
 
 REMOVED_KEYS = ("fail_at_step", "fail_rank", "nan_at_step", "nan_rank", "test_write_delay_ms", "test_signal_at_step",
                 "test_signal_rank")
