@@ -138,6 +138,11 @@ ChildResult run_self(const std::vector<std::string>& args, const ChildOptions& o
 void harden_child_process(size_t max_address_bytes, long parent_pid) {
   rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer has reserved terabytes of shadow address space before main(): any cap makes its
+  // next mmap fail. Its own allocator limit (allocator_may_return_null, max_allocation_size_mb) stands in.
+  max_address_bytes = 0;
+#endif
   if (max_address_bytes > 0) {
     rlimit cur{};
     if (::getrlimit(RLIMIT_AS, &cur) == 0 && (cur.rlim_cur == RLIM_INFINITY || cur.rlim_cur > max_address_bytes)) {

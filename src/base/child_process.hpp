@@ -30,7 +30,7 @@ struct ChildOptions {
 ChildResult run_self(const std::vector<std::string>& args, const ChildOptions& opt);
 
 /// In the child, first thing: no core file (RLIMIT_CORE 0: a crash there is expected and reported by
-/// the parent), an address-space cap of `max_address_bytes` (0: none) so a corrupt size cannot make
+/// the parent), an address-space cap of `max_address_bytes` (0: none; none in an AddressSanitizer build) so a corrupt size cannot make
 /// the node swap, and SIGKILL when the parent dies (PR_SET_PDEATHSIG) so no child outlives its rank;
 /// exits at once when the parent is no longer `parent_pid` (it died before that; 0: not checked).
 void harden_child_process(size_t max_address_bytes, long parent_pid);
