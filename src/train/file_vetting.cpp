@@ -100,6 +100,23 @@ std::string trimmed(std::string s) {
   return s;
 }
 
+// "AddressSanitizer: BUS on unknown address" from a sanitizer's report in `err` (the first line of
+// "ERROR: AddressSanitizer: ..." up to its " (pc" details, or a UBSan "runtime error: ..."); "" when
+// `err` holds none. One line for the message instead of the whole report.
+std::string sanitizer_report(const std::string& err) {
+  for (const char* key : {"ERROR: AddressSanitizer: ", "ERROR: LeakSanitizer: ", "runtime error: "}) {
+    size_t at = err.find(key);
+    if (at == std::string::npos) continue;
+    size_t from = err.rfind("ERROR: ", at) == at ? at + 7 : at;
+    size_t end = err.find_first_of("\n", from);
+    std::string line = err.substr(from, end == std::string::npos ? std::string::npos : end - from);
+    if (size_t pc = line.find(" (pc "); pc != std::string::npos) line.resize(pc);
+    if (std::string(key) == "runtime error: ") line = "UndefinedBehaviorSanitizer: " + line;
+    return line;
+  }
+  return "";
+}
+
 std::string seconds_text(double s) {
   char b[32];
   std::snprintf(b, sizeof b, "%.3g", s);
@@ -153,6 +170,11 @@ VetVerdict vet_file(const std::string& path, const VetOptions& opt) {
         v.message = err;
       } else if (r.code == kExitUsage) {
         v.message = err.empty() ? path + ": rejected by hpctrain verify (no message)" : err;
+      } else if (const std::string report = sanitizer_report(err); !report.empty()) {
+        // A sanitizer build's child stops at the first memory error (exit 1): a crash all the same.
+        v.message = "HDF5 crashed parsing " + path + " (" + report +
+                    ", in the vetting process `hpctrain verify`; the trainer did not open the file): the file is "
+                    "corrupt; replace it";
       } else {
         v.message = path + ": cannot be read: " + (err.empty() ? "vetting process exited with code " + std::to_string(r.code) : err);
       }

@@ -14,6 +14,8 @@ Classes (one per mutant; the first that applies):
   verdict_mismatch   training accepted it (same result) but inspect rejected it                 FAIL
   rejected_unnamed   rejected (exit 1 or 2) without naming the file                   FAIL
   rejected           exit 1 or 2 naming the file                                      OK
+  rejected_contained rejected, after HDF5 crashed in the vetting child (reported on one line,
+                     VETTING_CRASH): the crash was contained, the command itself exited cleanly     OK
   accepted_same      accepted, and training computed bitwise what it computes from the original OK
 "Same result": the training run from the mutant writes a checkpoint whose every dataset (but the
 config text, which names the run directory) is bitwise that of the run from the original, with the same
@@ -44,7 +46,10 @@ import mutants  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAIL_CLASSES = ("hang", "crash", "accepted_differs", "verdict_mismatch", "rejected_unnamed")
-OK_CLASSES = ("rejected", "accepted_same", "accepted_differs_unprotected")
+OK_CLASSES = ("rejected", "rejected_contained", "accepted_same", "accepted_differs_unprotected")
+# The line with which hpctrain reports a crash of its vetting child (src/train/file_vetting.cpp): the
+# crash happened in that child, which is what it is for; the process itself carried on and exited cleanly.
+VETTING_CRASH = "in the vetting process `hpctrain verify`"
 CRASH_PATTERNS = ["AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer", ": runtime error:",
                   "infinite loop closing library", "Segmentation fault", "double free", "free(): ", "malloc(): ",
                   "corrupted size", "stack smashing", "terminate called", "core dumped", "exited on signal",
@@ -273,7 +278,10 @@ def commands(env, o, slot, target_name):
 
 
 def crash_signs(rc, out):
-    signs = [p for p in CRASH_PATTERNS if p in out]
+    """Signs that the command itself crashed; a vetting child's crash, reported on one line by the
+    command (VETTING_CRASH), is not one."""
+    own = "\n".join(line for line in out.splitlines() if VETTING_CRASH not in line)
+    signs = [p for p in CRASH_PATTERNS if p in own]
     if rc not in (0, 1, 2):
         signs.append(f"exit code {rc}")
     return signs
@@ -344,6 +352,8 @@ def classify(rec, ref_digest, mutant):
     for c in rec["commands"]:
         if c["rc"] != 0 and rec["named"] not in c["out"] and not any(w in c["out"] for w in where):
             return "rejected_unnamed", f"{c['label']} exited {c['rc']} without naming {rec['named']}"
+    if any(VETTING_CRASH in c["out"] for c in rec["commands"]):
+        return "rejected_contained", f"HDF5 crashed in the vetting child; training exited {train['rc']}"
     return "rejected", f"training exited {train['rc']}"
 
 
