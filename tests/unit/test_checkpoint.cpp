@@ -24,17 +24,14 @@
 #include "src/cli/commands.hpp"
 #include "src/train/signals.hpp"
 
+#include "tests/unit/temp_dir_util.hpp"
+
 namespace fs = std::filesystem;
 using namespace ht;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("ht_ckpt_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_temp_dir("ht_ckpt", name); }
 
 Tensor filled(std::vector<int64_t> shape, float base) {
   Tensor t = Tensor::empty(shape);

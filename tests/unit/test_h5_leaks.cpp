@@ -18,17 +18,14 @@
 #include "io/h5.hpp"
 #include "src/base/error.hpp"
 
+#include "tests/unit/temp_dir_util.hpp"
+
 namespace fs = std::filesystem;
 using namespace ht;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("ht_h5leak_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_temp_dir("ht_h5leak", name); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
