@@ -90,7 +90,7 @@ CheckpointManager::~CheckpointManager() {
       if (!failed_) std::cerr << "hpctrain: " << e.what() << "\n";  // (run_end reported it already)
     }
   }
-  restore_stop_signals();
+  retire_stop_signals();
 }
 
 CheckpointManager::StartPlan CheckpointManager::plan_start() {

@@ -126,6 +126,17 @@ void restore_stop_signals() {
   g_saved.clear();
 }
 
+void retire_stop_signals() {
+  std::vector<Saved> kept;
+  for (auto it = g_saved.rbegin(); it != g_saved.rend(); ++it) {
+    if (it->signo == SIGTERM || it->signo == SIGINT || it->signo == SIGXFSZ)
+      sigaction(it->signo, &it->old, nullptr);
+    else
+      kept.push_back(*it);
+  }
+  g_saved.assign(kept.rbegin(), kept.rend());  // restore_stop_signals() can still undo the rest
+}
+
 bool stop_requested() { return g_signal.load(std::memory_order_relaxed) != 0; }
 int stop_signal() { return g_signal.load(std::memory_order_relaxed); }
 void clear_stop_request() { g_signal.store(0); }

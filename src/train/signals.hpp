@@ -32,6 +32,12 @@ std::vector<int> parse_signal_list(const std::string& list);
 void install_stop_signals(const std::string& list);
 /// Restores the dispositions saved by install_stop_signals.
 void restore_stop_signals();
+/// End of a run: restores TERM and INT (so a rank stuck while exiting can still be terminated),
+/// but keeps the flag-setting handler for the other stop signals (USR1, ...): a launcher or a
+/// container runtime's signal proxy (podman run, srun) may deliver a forwarded checkpoint signal to
+/// one rank after its peers agreed to stop, and under the default action that rank would die of it
+/// (exit 138) after the checkpoint was saved, so Slurm would not requeue the job.
+void retire_stop_signals();
 
 /// True once a configured signal arrived on this process.
 bool stop_requested();

@@ -466,6 +466,29 @@ TEST_CASE("stop signals only set a flag", "[checkpoint][signals]") {
   REQUIRE_FALSE(stop_requested());
 }
 
+// After the run (retire_stop_signals) a late forwarded USR1 must not kill the rank that already
+// agreed to stop (the podman-per-rank Slurm preemption flake: exit 138 after the checkpoint), while
+// TERM gets its previous disposition back.
+TEST_CASE("after the run a late checkpoint signal is harmless, TERM is restored", "[checkpoint][signals]") {
+  struct sigaction before_term {};
+  sigaction(SIGTERM, nullptr, &before_term);
+  clear_stop_request();
+  install_stop_signals("TERM,USR1");
+  retire_stop_signals();
+  struct sigaction now {};
+  sigaction(SIGTERM, nullptr, &now);
+  REQUIRE(now.sa_handler == before_term.sa_handler);
+  sigaction(SIGUSR1, nullptr, &now);
+  REQUIRE(now.sa_handler != SIG_DFL);
+  REQUIRE(now.sa_handler != SIG_IGN);
+  raise(SIGUSR1);  // under SIG_DFL this would end the test binary
+  REQUIRE(stop_signal() == SIGUSR1);
+  restore_stop_signals();
+  sigaction(SIGUSR1, nullptr, &now);
+  REQUIRE(now.sa_handler == SIG_DFL);
+  clear_stop_request();
+}
+
 // In a forked child (the isolation is process-wide and must not leak into the other tests): after
 // isolate_signals_to_receiver_thread() this (computing) thread blocks the stop signals, a
 // process-directed USR1 is still handled (on the receiver thread), and a thread started afterwards
