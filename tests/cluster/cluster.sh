@@ -270,7 +270,7 @@ ht_cluster_head_main() {
     # shellcheck source=../slurm/cluster.sh
     source "$HT_CLUSTER_SRC/tests/slurm/cluster.sh"
     HT_SLURM_NODES=$HT_CLUSTER_HOSTS HT_SLURM_TMP=$HT_CLUSTER_DIR HT_SLURM_CPUS=${HT_SLURM_CPUS:-2} \
-      ht_slurm_start || exit $?
+      HT_SLURM_NODE_EXEC=$HT_CLUSTER_SRC/tests/cluster/node_exec.sh ht_slurm_start || exit $?
     echo "export SLURM_CONF=$SLURM_CONF" >>"$HT_CLUSTER_DIR/env"
   fi
   "$@"
@@ -321,7 +321,7 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
     exec)
       node=$1
       shift
-      ht_cluster_exec "$node" bash -c 'source "$HT_CLUSTER_DIR/env"; exec "$@"' bash "$@"
+      exec "$HT_CLUSTER_SRC/tests/cluster/node_exec.sh" "$node" bash -c 'source "$HT_CLUSTER_DIR/env"; exec "$@"' bash "$@"
       ;;
     link) ht_cluster_link "$@" ;;
     pids) ht_cluster_pids "$@" ;;
