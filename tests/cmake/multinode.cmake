@@ -1,0 +1,8 @@
+# Multi-node tests (issue 14): each starts its own simulated cluster (tests/cluster/cluster.sh: nodes
+# as network/UTS/mount namespaces on a private bridge, Slurm with one slurmd per node where the test
+# needs it) as root, bounds itself in time (HT_TEST_LIMIT_S inside, the ctest TIMEOUT above it) and
+# exits 77 with the reason where the cluster cannot be built. Label `multinode`: not part of
+# scripts/test.sh; .ci/run runs them as their own suite (ctest -L multinode). RESOURCE_LOCK: one
+# cluster at a time (the ranks of every node share this machine's cores).
+ht_add_script_test(multinode_train_equal cluster/test_train_equal.sh LABELS multinode TIMEOUT 330)
+set_tests_properties(multinode_train_equal PROPERTIES RESOURCE_LOCK ht_cluster)
