@@ -8,3 +8,5 @@ ht_add_script_test(multinode_train_equal cluster/test_train_equal.sh LABELS mult
 set_tests_properties(multinode_train_equal PROPERTIES RESOURCE_LOCK ht_cluster)
 ht_add_script_test(multinode_doctor cluster/test_doctor.sh LABELS multinode TIMEOUT 250)
 set_tests_properties(multinode_doctor PROPERTIES RESOURCE_LOCK ht_cluster)
+ht_add_script_test(multinode_elastic cluster/test_elastic.sh LABELS multinode TIMEOUT 330)
+set_tests_properties(multinode_elastic PROPERTIES RESOURCE_LOCK ht_cluster)
