@@ -10,3 +10,5 @@ ht_add_script_test(multinode_doctor cluster/test_doctor.sh LABELS multinode TIME
 set_tests_properties(multinode_doctor PROPERTIES RESOURCE_LOCK ht_cluster)
 ht_add_script_test(multinode_elastic cluster/test_elastic.sh LABELS multinode TIMEOUT 330)
 set_tests_properties(multinode_elastic PROPERTIES RESOURCE_LOCK ht_cluster)
+ht_add_script_test(multinode_preempt cluster/test_preempt.sh LABELS multinode TIMEOUT 330)
+set_tests_properties(multinode_preempt PROPERTIES RESOURCE_LOCK ht_cluster)

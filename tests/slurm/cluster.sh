@@ -239,11 +239,19 @@ EOF
 # files vanish early); SIGKILL whatever is left after 10 s. Idempotent.
 # For the tests that drive the real hpctrain: sets src (the repository) and HT_BIN (default
 # build/hpctrain, must exist), starts the cluster and makes $work inside it. Returns ht_slurm_start's
-# status (77 when Slurm cannot start), 1 when the binary is missing.
+# status (77 when Slurm cannot start), 1 when the binary is missing. Inside the simulated cluster
+# (tests/cluster/cluster.sh --slurm: HT_CLUSTER_DIR and SLURM_CONF set) it uses that cluster's Slurm
+# and $HT_CLUSTER_DIR/work (shared by the nodes) instead of starting one.
 ht_slurm_test_begin() {
   src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   HT_BIN=${HT_BIN:-$src/build/hpctrain}
   [[ -x $HT_BIN ]] || { echo "FAIL: HT_BIN '$HT_BIN' missing" >&2; return 1; }
+  if [[ -n ${HT_CLUSTER_DIR:-} && -n ${SLURM_CONF:-} ]]; then
+    HT_SLURM_DIR=$(dirname "$SLURM_CONF")
+    work=$HT_CLUSTER_DIR/work
+    mkdir -p "$work"
+    return 0
+  fi
   ht_slurm_start || return $?
   work=$HT_SLURM_DIR/work
   mkdir -p "$work"
