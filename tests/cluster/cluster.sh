@@ -26,6 +26,8 @@
 # Environment: HT_CLUSTER_NODES (2; 1..4), HT_CLUSTER_NETS (1; 2 gives each node a second interface
 # eth1, 10.213.1.K/24, on a second bridge), HT_CLUSTER_TMP (parent of the cluster directory, default
 # $TMPDIR or /tmp), HT_CLUSTER_KEEP=1 keeps the directory. HT_SLURM_CPUS: CPUs each slurmd claims (2).
+# HT_CLUSTER_SHARE=shm,tmp (either or both) lets the nodes share the host's /dev/shm or /tmp instead:
+# only to reproduce what breaks when nodes on one machine are not separated (docs/testing.md).
 #
 # On every node CMD sees: HT_CLUSTER_DIR, HT_CLUSTER_HOSTS ("node1 node2"), HT_CLUSTER_IFACE (eth0),
 # OMPI_MCA_plm_rsh_agent, OMPI_MCA_btl, OMPI_MCA_btl_tcp_if_include, OMPI_MCA_oob_tcp_if_include,
@@ -148,13 +150,15 @@ ht_cluster_start() {
       set -e
       d=$1; k=$2; rel=$3; nd=$d/nodes/node$k
       hostname "node$k"
-      if [[ -n $rel ]]; then mount --bind "$d" "$nd/tmp/$rel"; fi
-      mount --rbind "$nd/tmp" /tmp
-      mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm
+      if [[ ,$4, != *,tmp,* ]]; then
+        if [[ -n $rel ]]; then mount --bind "$d" "$nd/tmp/$rel"; fi
+        mount --rbind "$nd/tmp" /tmp
+      fi
+      [[ ,$4, == *,shm,* ]] || mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm
       mount --bind "$d/hosts" /etc/hosts
       ip link set lo up
       touch "$nd/ready"
-      exec sleep infinity' holder "$d" "$k" "$rel" >"$d/log/holder$k.log" 2>&1 &
+      exec sleep infinity' holder "$d" "$k" "$rel" "${HT_CLUSTER_SHARE:-}" >"$d/log/holder$k.log" 2>&1 &
     HT_CLUSTER_HOLDERS+=($!)
     echo $! >"$nd/pid"
   done

@@ -32,14 +32,20 @@ fail() {
   exit 1
 }
 
-# ht_small_flags: a small synthetic mlp run (the single-host tests' dp_exactness setup), 20 steps,
-# global batch 64; extra "--key value" pairs are appended (later ones win).
+# ht_small_flags [--key value ...]: a small synthetic mlp run (the single-host tests' dp_exactness
+# setup), 20 steps, global batch 64; given pairs replace the defaults or add keys (hpctrain refuses
+# an option given twice). Writes $work/small.ini, the near-empty config train.sbatch needs.
 ht_small_flags() {
   [[ -f $work/small.ini ]] || printf '# tests/cluster: everything on the command line\n[run]\nseed = 7\n' >"$work/small.ini"
-  echo --config "$work/small.ini" --data.synthetic true --data.synthetic_samples 2048 --data.synthetic_height 8 \
-    --data.synthetic_width 8 --data.synthetic_channels 1 --model.name mlp --model.mlp_hidden 32 \
-    --run.seed 7 --train.device cpu --train.threads 1 --train.log_every_steps 10 \
-    --train.global_batch 64 --train.max_steps 20 --train.epochs 0 --optim.lr 0.05 "$@"
+  local -A v=([--config]="$work/small.ini" [--data.synthetic]=true [--data.synthetic_samples]=2048
+    [--data.synthetic_height]=8 [--data.synthetic_width]=8 [--data.synthetic_channels]=1 [--model.name]=mlp
+    [--model.mlp_hidden]=32 [--run.seed]=7 [--train.device]=cpu [--train.threads]=1
+    [--train.log_every_steps]=10 [--train.global_batch]=64 [--train.max_steps]=20 [--train.epochs]=0
+    [--optim.lr]=0.05)
+  while (( $# >= 2 )); do v[$1]=$2; shift 2; done
+  local k
+  for k in "${!v[@]}"; do printf '%s %s ' "$k" "${v[$k]}"; done
+  echo
 }
 
 # ht_mpirun HOSTS LOG ARGS...: mpirun across the cluster (e.g. HOSTS=node1:2,node2:2), output to LOG.
