@@ -4,13 +4,15 @@
 # short synthetic training (3 steps): every job COMPLETED with exit 0, every run logged all ranks on
 # node1,node1,node2,node2 and 3 steps; no rank died of a signal (the SIGSEGV once seen on a second
 # node's rank before any output). Prints one line per job (state, exit code, seconds).
+# --time=30: train.sbatch asks for USR1 300 s before the time limit, so a limit of 5 minutes or less
+# sends it at once (the trainer then checkpoints and requeues, or dies of it before its handler is in).
 HT_TEST_CLUSTER_OPTS="--nodes 2 --slurm" HT_TEST_LIMIT_S=${HT_TEST_LIMIT_S:-420}
 source "$(dirname "$0")/lib.sh"
 n=${HT_REPEAT_STARTS:-20}
 jobs=()
 for i in $(seq 1 "$n"); do
   # shellcheck disable=SC2046
-  j=$(sbatch --parsable --job-name="start$i" --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 --time=5 \
+  j=$(sbatch --parsable --job-name="start$i" --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 --time=30 \
         -o "start-$i.out" "$src/slurm/train.sbatch" \
         $(ht_small_flags --train.max_steps 3 --train.eval false --run.dir "$work/start$i")) || fail "sbatch $i"
   jobs+=("$j")
@@ -35,7 +37,7 @@ print(",".join(s[0]["hosts"]) if s else "-", len(t))' "start$i/metrics.jsonl" 2>
     "$([[ $ok == 1 ]] && echo ok || echo FAILED)"
   if [[ $ok == 0 ]]; then
     failures=$((failures + 1))
-    echo "---- start-$i.out"; tail -n 30 "start-$i.out"
+    echo "---- start-$i.out (without the config echo)"; grep -Ev "^[a-z_0-9]+ = |^\[[a-z]+\]$|^$" "start-$i.out" | tail -n 60
   fi
 done
 (( failures == 0 )) || fail "$failures of $n two-node srun starts failed"

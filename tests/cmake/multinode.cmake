@@ -14,3 +14,5 @@ ht_add_script_test(multinode_preempt cluster/test_preempt.sh LABELS multinode TI
 set_tests_properties(multinode_preempt PROPERTIES RESOURCE_LOCK ht_cluster)
 ht_add_script_test(multinode_start_repeat cluster/test_start_repeat.sh LABELS multinode TIMEOUT 480)
 set_tests_properties(multinode_start_repeat PROPERTIES RESOURCE_LOCK ht_cluster)
+ht_add_script_test(multinode_launch_checks cluster/test_launch_checks.sh LABELS multinode TIMEOUT 330)
+set_tests_properties(multinode_launch_checks PROPERTIES RESOURCE_LOCK ht_cluster)
