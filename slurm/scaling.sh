@@ -11,7 +11,7 @@
 #   --batch-per-gpu   weak scaling: per-GPU batch (default: bench_node's, 256 GPU / 32 CPU)
 #   --global-batch    strong scaling: fixed global batch (default batch-per-gpu x the largest GPU count)
 #   --results         sweep folder (default results/<cluster>/scaling-<date>-<time>)
-#   --no-gpus         do not ask for --gpus-per-node (CPU partitions)
+#   --no-gpus         ask for no GPUs (--gpus-per-node=0; CPU partitions)
 #   --study-args "A"  extra arguments for scripts/scaling_study.py (word-split; it always gets
 #                     --gpus-per-node, so ranks beyond one node use the network's fabric)
 #   --wait            block until the collector has finished, then print its summary
@@ -65,7 +65,9 @@ fi
 [[ -n $model ]] && export HT_BENCH_MODEL=$model
 export HT_BIN=${HT_BIN:-$root/build/hpctrain}
 
-gres=()
+# --gpus-per-node=0 with --no-gpus: bench_node.sbatch's header asks for 8, which a CPU partition
+# cannot give ("Requested node configuration is not available").
+gres=(--gpus-per-node=0)
 [[ $gpus == 1 ]] && gres=(--gpus-per-node="$gpn")
 ids=()
 for n in $nodes; do
