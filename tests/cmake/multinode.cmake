@@ -16,3 +16,5 @@ ht_add_script_test(multinode_start_repeat cluster/test_start_repeat.sh LABELS mu
 set_tests_properties(multinode_start_repeat PROPERTIES RESOURCE_LOCK ht_cluster)
 ht_add_script_test(multinode_launch_checks cluster/test_launch_checks.sh LABELS multinode TIMEOUT 330)
 set_tests_properties(multinode_launch_checks PROPERTIES RESOURCE_LOCK ht_cluster)
+ht_add_script_test(multinode_scaling cluster/test_scaling.sh LABELS multinode TIMEOUT 450)
+set_tests_properties(multinode_scaling PROPERTIES RESOURCE_LOCK ht_cluster)
