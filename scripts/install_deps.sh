@@ -27,7 +27,8 @@ if [[ ${HT_DEPS:-all} == build ]]; then
   HT_WITH_SLURM=0
 fi
 if [[ "${HT_WITH_SLURM:-1}" == 1 ]]; then
-  PACKAGES+=(slurmctld slurmd slurm-client munge)  # single-node Slurm for the sbatch tests
+  PACKAGES+=(slurmctld slurmd slurm-client munge)  # Slurm for the sbatch tests (one node, or several: tests/cluster)
+  PACKAGES+=(iproute2)                             # ip: the simulated cluster's namespaces and links (tests/cluster)
 fi
 
 missing=()

@@ -14,4 +14,4 @@ if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS"
 cd "$BUILD_DIR"
-ctest --output-on-failure -j "${HT_TEST_JOBS:-1}" -LE container "$@"
+ctest --output-on-failure -j "${HT_TEST_JOBS:-1}" -LE "container|multinode" "$@"

@@ -11,7 +11,9 @@
 #   --batch-per-gpu   weak scaling: per-GPU batch (default: bench_node's, 256 GPU / 32 CPU)
 #   --global-batch    strong scaling: fixed global batch (default batch-per-gpu x the largest GPU count)
 #   --results         sweep folder (default results/<cluster>/scaling-<date>-<time>)
-#   --no-gpus         do not ask for --gpus-per-node (CPU partitions)
+#   --no-gpus         ask for no GPUs (--gpus-per-node=0; CPU partitions)
+#   --study-args "A"  extra arguments for scripts/scaling_study.py (word-split; it always gets
+#                     --gpus-per-node, so ranks beyond one node use the network's fabric)
 #   --wait            block until the collector has finished, then print its summary
 #   after --           passed to every sbatch (partition, account, time limit, constraints ...)
 # Environment: HT_BIN, HT_LAUNCHER and the HT_BENCH_* variables of bench_node.sbatch pass through
@@ -21,7 +23,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-nodes="1 2 4 8" gpn=8 per_gpu="" global="" model="" results="" cluster="" wait=0 gpus=1
+nodes="1 2 4 8" gpn=8 per_gpu="" global="" model="" results="" cluster="" wait=0 gpus=1 study_args=""
 extra=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -33,9 +35,10 @@ while [[ $# -gt 0 ]]; do
     --results) results=$2; shift 2 ;;
     --cluster) cluster=$2; shift 2 ;;
     --no-gpus) gpus=0; shift ;;
+    --study-args) study_args=$2; shift 2 ;;
     --wait) wait=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "scaling.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
@@ -62,7 +65,9 @@ fi
 [[ -n $model ]] && export HT_BENCH_MODEL=$model
 export HT_BIN=${HT_BIN:-$root/build/hpctrain}
 
-gres=()
+# --gpus-per-node=0 with --no-gpus: bench_node.sbatch's header asks for 8, which a CPU partition
+# cannot give ("Requested node configuration is not available").
+gres=(--gpus-per-node=0)
 [[ $gpus == 1 ]] && gres=(--gpus-per-node="$gpn")
 ids=()
 for n in $nodes; do
@@ -80,7 +85,7 @@ dep=$(IFS=:; echo "${ids[*]}")
 # The collector runs whatever points finished; a failed point is missing from the study, not fatal.
 collector=$(cd "$root" && sbatch --parsable --job-name=ht-scale-collect --nodes=1 --ntasks=1 \
   --dependency="afterany:$dep" --output="$results/collect.out" "${extra[@]}" \
-  --wrap "$py '$root/scripts/scaling_study.py' --out '$results/study' '$results'/n*")
+  --wrap "$py '$root/scripts/scaling_study.py' --out '$results/study' --gpus-per-node $gpn $study_args '$results'/n*")
 collector=${collector%%;*}
 echo "scaling.sh: collector job $collector -> $results/study (after ${ids[*]})"
 echo "$results" >"$results/SWEEP"

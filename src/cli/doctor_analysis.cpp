@@ -183,6 +183,59 @@ void run_dir_problems(const std::vector<RankReport>& reps, const DoctorOptions& 
   }
 }
 
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "none" : s;
+}
+
+/// Whether some entry of a comma-separated Open MPI interface list is a name `ifs` lacks (subnets
+/// are not names: they select by address).
+std::string missing_name(const std::string& list, const std::vector<NetInterface>& ifs) {
+  std::stringstream ss(list);
+  std::string e;
+  while (std::getline(ss, e, ','))
+    if (!e.empty() && !std::isdigit(static_cast<unsigned char>(e[0])) &&
+        std::none_of(ifs.begin(), ifs.end(), [&](const NetInterface& i) { return i.name == e; }))
+      return e;
+  return "";
+}
+
+/// Once per host (its first rank's view): the interfaces Open MPI's TCP transport and NCCL would use.
+/// Only across hosts: on one host the ranks talk through shared memory.
+void network_problems(const std::vector<RankReport>& reps, std::vector<Problem>& ps) {
+  std::set<std::string> hosts, seen;
+  for (const auto& r : reps) hosts.insert(r.host);
+  if (hosts.size() < 2) return;
+  const std::string choose = "choose the interface that reaches the other nodes: export "
+                             "OMPI_MCA_btl_tcp_if_include=IF OMPI_MCA_oob_tcp_if_include=IF (mpirun -x, or the job's "
+                             "environment under srun) and NCCL_SOCKET_IFNAME=IF";
+  for (const auto& r : reps) {
+    if (!seen.insert(r.host).second || r.net.interfaces.empty()) continue;  // empty: not probed
+    const NetSelectionEnv& e = r.net.env;
+    const std::vector<std::string> mpi = mpi_tcp_interfaces(r.net.interfaces, e);
+    const std::string nccl = nccl_socket_interface(r.net.interfaces, e);
+    const std::string on = "host " + r.host + " (interfaces " + describe_interfaces(r.net.interfaces) + ")";
+    for (const auto& [var, val] : {std::pair<std::string, std::string>{"OMPI_MCA_btl_tcp_if_include", e.btl_tcp_if_include},
+                                   {"OMPI_MCA_oob_tcp_if_include", e.oob_tcp_if_include}}) {
+      const std::string m = missing_name(val, r.net.interfaces);
+      if (!m.empty())
+        ps.push_back({Severity::error, "network", var + "=" + val + " names '" + m + "', which " + on + " lacks", choose});
+    }
+    if (mpi.empty())
+      ps.push_back({Severity::error, "network", on + ": no interface for MPI's TCP transport", choose});
+    else if (mpi.size() > 1 && e.btl_tcp_if_include.empty() && e.btl_tcp_if_exclude.empty())
+      ps.push_back({Severity::warning, "network",
+                    on + ": MPI's TCP transport would stripe over " + join(mpi) + " and NCCL would use " +
+                        (nccl.empty() ? "none" : nccl) + "; a run stalls or fails if one of them does not reach the other nodes",
+                    choose});
+    if (r.nccl.built > 0 && nccl.empty())
+      ps.push_back({Severity::error, "network",
+                    on + ": no interface matches NCCL_SOCKET_IFNAME=" + (e.nccl_socket_ifname.empty() ? "(unset)" : e.nccl_socket_ifname),
+                    choose});
+  }
+}
+
 }  // namespace
 
 Analysis analyse(const std::vector<RankReport>& reports, const DoctorOptions& o) {
@@ -193,6 +246,7 @@ Analysis analyse(const std::vector<RankReport>& reports, const DoctorOptions& o)
   lib_problems(reports, "nccl", a.problems);
   identity_problems(reports, a.problems);
   run_dir_problems(reports, o, a.problems);
+  network_problems(reports, a.problems);
   return a;
 }
 

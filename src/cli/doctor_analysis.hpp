@@ -20,7 +20,9 @@ struct Analysis {
 /// host: errors, warnings with allow_shared_gpu; only for a GPU run where some rank sees a GPU),
 /// cuDNN and NCCL against the build and between ranks, MPI library and executable between ranks,
 /// HDF5 against its headers and between ranks, then per host the run directory: HDF5 file locking on
-/// a network file system, free space below min_free_gb GiB, not writable. Empty when all is well.
+/// a network file system, free space below min_free_gb GiB, not writable; across hosts, per host the
+/// network: an interface-selection variable naming an interface the host lacks, no interface for
+/// MPI's TCP transport (errors), several with nothing chosen (warning). Empty when all is well.
 Analysis analyse(const std::vector<RankReport>& reports, const DoctorOptions& o);
 
 /// Whether the NCCL allreduce check can run: GPUs are real (`real_gpus`: not faked), every rank binds

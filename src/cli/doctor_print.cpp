@@ -63,6 +63,34 @@ void versions(std::ostringstream& out, const RankReport& r0) {
       << " free, HDF5_USE_FILE_LOCKING=" << r0.hdf5_use_file_locking.value_or("(unset)") << "\n\n";
 }
 
+/// Per host (its first rank's view): its interfaces and which of them MPI (btl tcp) and NCCL would use.
+void network(std::ostringstream& out, const std::vector<RankReport>& ranks) {
+  out << "Network (per host; MPI = Open MPI's TCP transport, used between hosts)\n";
+  std::set<std::string> seen;
+  std::vector<std::vector<std::string>> rows = {{"host", "MPI would use", "NCCL would use", "interfaces"}};
+  for (const auto& r : ranks) {
+    if (!seen.insert(r.host).second) continue;
+    std::string mpi;
+    for (const auto& i : mpi_tcp_interfaces(r.net.interfaces, r.net.env)) mpi += (mpi.empty() ? "" : ",") + i;
+    const std::string nccl = nccl_socket_interface(r.net.interfaces, r.net.env);
+    rows.push_back({r.host, mpi.empty() ? "none" : mpi, nccl.empty() ? "none" : nccl, describe_interfaces(r.net.interfaces)});
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) w[c] = std::max(w[c], row[c].size());
+  for (const auto& row : rows) {
+    out << "  ";
+    for (size_t c = 0; c < row.size(); ++c)
+      out << std::left << std::setw(static_cast<int>(w[c] + (c + 1 < row.size() ? 2 : 0))) << row[c];
+    out << "\n";
+  }
+  const NetSelectionEnv& e = ranks[0].net.env;
+  auto v = [](const std::string& s) { return s.empty() ? std::string("(unset)") : s; };
+  out << "  chosen by OMPI_MCA_btl_tcp_if_include=" << v(e.btl_tcp_if_include)
+      << " OMPI_MCA_btl_tcp_if_exclude=" << v(e.btl_tcp_if_exclude) << " OMPI_MCA_oob_tcp_if_include="
+      << v(e.oob_tcp_if_include) << " NCCL_SOCKET_IFNAME=" << v(e.nccl_socket_ifname) << " (rank 0)\n\n";
+}
+
 void allreduce(std::ostringstream& out, const std::vector<AllreduceResult>& ars, size_t ranks) {
   for (const auto& a : ars) {
     if (!a.error.empty()) {
@@ -102,6 +130,7 @@ std::string format_report(const DoctorReport& r, DoctorDevice device) {
       << (device == DoctorDevice::cuda ? "GPU" : "CPU") << " run\n\n";
   table(out, r);
   versions(out, r.ranks[0]);
+  network(out, r.ranks);
   allreduce(out, r.allreduce, r.ranks.size());
   problems(out, r.problems);
   return out.str();

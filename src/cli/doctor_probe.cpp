@@ -221,6 +221,7 @@ RankReport probe_rank(const DoctorOptions& o, int rank, const std::string& host)
   if (const char* lock = std::getenv("HDF5_USE_FILE_LOCKING")) r.hdf5_use_file_locking = lock;
 
   r.run_dir = probe_run_dir(o.run_dir);
+  r.net = probe_network();
   apply_test_faults(r, TestFaults::get());
   return r;
 }

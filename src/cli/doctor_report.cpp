@@ -90,6 +90,7 @@ void to_json(json& j, const RankReport& r) {
   j["run_dir"] = {{"path", rd.path},         {"checked_path", rd.checked_path}, {"exists", rd.exists},
                   {"fs", rd.fs},             {"network", rd.network},           {"free_bytes", rd.free_bytes},
                   {"writable", rd.writable}};
+  j["net"] = r.net;
 }
 
 void from_json(const json& j, RankReport& r) {
@@ -120,6 +121,7 @@ void from_json(const json& j, RankReport& r) {
   r.run_dir.network = rd.at("network").get<bool>();
   r.run_dir.free_bytes = rd.at("free_bytes").get<double>();
   r.run_dir.writable = rd.at("writable").get<bool>();
+  if (j.contains("net")) r.net = j.at("net").get<NetProbe>();
 }
 
 void to_json(json& j, const Problem& p) {

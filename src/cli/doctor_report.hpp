@@ -12,6 +12,7 @@
 
 #include "cuda/binding_plan.hpp"
 #include "cuda/gpu_env.hpp"
+#include "src/cli/doctor_net.hpp"
 
 namespace ht {
 
@@ -79,6 +80,7 @@ struct RankReport {
   std::string hdf5_runtime;  ///< H5get_libversion
   std::optional<std::string> hdf5_use_file_locking;  ///< HDF5_USE_FILE_LOCKING; nullopt when unset
   RunDirProbe run_dir;
+  NetProbe net;  ///< this rank's network interfaces and interface-selection variables
 };
 
 /// How bad a problem is: an error makes the exit code 1, a warning does not.
@@ -89,7 +91,7 @@ const char* severity_name(Severity s);
 /// One problem found, with its likely fix.
 struct Problem {
   Severity severity = Severity::error;
-  std::string area;  ///< gpu, binding, cudnn, nccl, mpi, binary, hdf5, disk, allreduce
+  std::string area;  ///< gpu, binding, cudnn, nccl, mpi, binary, hdf5, disk, network, allreduce
   std::string what;  ///< one line naming the ranks/hosts concerned
   std::string fix;
 };

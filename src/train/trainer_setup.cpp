@@ -19,6 +19,7 @@
 #include "src/base/test_faults.hpp"
 #include "src/train/device_select.hpp"
 #include "src/train/file_vetting.hpp"
+#include "src/train/launch_check.hpp"
 #include "src/train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -29,6 +30,7 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   const auto& d = dist();
   rank_ = d.rank;
   world_ = d.world_size;
+  check_launch_environment_collective();  // srun without --mpi=pmix, ranks of several jobs: exit 2
   // Everything up to the model is local work that validates what every rank sees alike (config,
   // device, dataset shards, run directory): errors are agreed so that all ranks exit 2 together,
   // each naming the problem, instead of one rank aborting the others.
@@ -47,6 +49,7 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   }
   int threads = 1;
   collective_usage_check([&] { setup_local(threads); });
+  probe_run_dir_shared_collective(cfg_.run.dir);  // warns when other nodes cannot see rank 0's files
   setup_distributed(threads);
 }
 

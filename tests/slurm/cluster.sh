@@ -21,8 +21,12 @@
 # If Slurm cannot start (not root, packages missing, a daemon fails) ht_slurm_start prints the
 # reason and returns 77, the ctest skip code: a test is skipped, never passed silently.
 #
-# Environment: HT_SLURM_CPUS (8), HT_SLURM_KEEP=1 keeps the directory for debugging,
+# Environment: HT_SLURM_CPUS (8, per node), HT_SLURM_KEEP=1 keeps the directory for debugging,
 # HT_SLURM_TMP (parent of the private directory, default $TMPDIR or /tmp).
+# Several nodes (the simulated cluster, tests/cluster/cluster.sh --slurm): HT_SLURM_NODES="node1 node2"
+# (names /etc/hosts resolves; slurmctld runs here, on the first) and HT_SLURM_NODE_EXEC, a command
+# that runs `HT_SLURM_NODE_EXEC NODE CMD...` on NODE as CMD's own process (so its pid is the daemon's).
+# Each slurmd then has its own hostname, and TmpFS/PMIx directory in the node's private /tmp.
 
 HT_SLURM_DIR=""
 HT_SLURM_PIDS=()
@@ -58,6 +62,9 @@ ht_slurm_free_port() {
 
 ht_slurm_start() {
   local cpus=${HT_SLURM_CPUS:-8}
+  local nodes=(${HT_SLURM_NODES:-localhost})
+  local multi=0
+  [[ ${nodes[*]} != localhost ]] && multi=1
   if [[ $(id -u) -ne 0 ]]; then
     ht_slurm_skip "needs root (slurmd runs jobs as their user; this harness runs everything as root)"
     return 77
@@ -78,7 +85,9 @@ ht_slurm_start() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   local d=$HT_SLURM_DIR
-  mkdir -p "$d"/{munge,log,state,spool/localhost,run,tmp}
+  mkdir -p "$d"/{munge,log,state,run,tmp}
+  local n
+  for n in "${nodes[@]}"; do mkdir -p "$d/spool/$n"; done
   chmod 700 "$d/munge"
 
   # munged: own key, socket, pid and seed files. --force tolerates a world-writable /tmp parent.
@@ -111,20 +120,42 @@ ht_slurm_start() {
   # slurmctld only runs on a host named in SlurmctldHost, so use this machine's short name and
   # pin its address to loopback.
   host=$(hostname -s)
+  local ctld_addr=127.0.0.1 tmpfs=${d}/tmp
+  if [[ $multi == 1 ]]; then
+    host=${nodes[0]}
+    ctld_addr=$(getent hosts "$host" | awk '{print $1; exit}')
+    [[ -n $ctld_addr ]] || { ht_slurm_skip "cannot resolve node '$host'"; return 77; }
+    [[ $(hostname) == "$host" ]] || { ht_slurm_skip "slurmctld must start on $host, this is $(hostname)"; return 77; }
+    # Per node: each node's /tmp is its own, so the same path is a different directory on each.
+    tmpfs=/tmp/ht-slurm-tmp
+    for n in "${nodes[@]}"; do "$HT_SLURM_NODE_EXEC" "$n" mkdir -p "$tmpfs" || {
+      ht_slurm_skip "cannot run on node $n through HT_SLURM_NODE_EXEC"; return 77; }; done
+  fi
   : >"$d/plugstack.conf"
   # PMIx puts per-step directories named after uid, job and step ids (spmix_appdir_0_1.0) under
   # TmpFS (/tmp by default): every fresh cluster numbers jobs from 1, so concurrent or leftover
   # clusters would collide there. Both go into the private directory.
-  echo "PMIxCliTmpDirBase=${d}/tmp" >"$d/mpi.conf"
+  echo "PMIxCliTmpDirBase=${tmpfs}" >"$d/mpi.conf"
   # Countable GPUs without device files, so scripts that ask for --gpus-per-node run unchanged.
   # slurmd drops file-less GPUs and wants device files: each gets a null character device
   # (an empty file where mknod is not allowed; slurmd then logs an error but counts it).
   mkdir -p "$d/dev"
   for (( i=0; i<cpus; i++ )); do mknod "$d/dev/gpu$i" c 1 3 2>/dev/null || : >"$d/dev/gpu$i"; done
-  echo "NodeName=localhost Name=gpu File=${d}/dev/gpu[0-$((cpus-1))]" >"$d/gres.conf"
+  : >"$d/gres.conf"
+  for n in "${nodes[@]}"; do echo "NodeName=$n Name=gpu File=${d}/dev/gpu[0-$((cpus-1))]" >>"$d/gres.conf"; done
+  local node_lines="" nodelist
+  nodelist=$(IFS=,; echo "${nodes[*]}")
+  for n in "${nodes[@]}"; do
+    local addr=127.0.0.1 nh=$host
+    if [[ $multi == 1 ]]; then
+      addr=$(getent hosts "$n" | awk '{print $1; exit}')
+      nh=$n
+    fi
+    node_lines+="NodeName=$n NodeHostname=$nh NodeAddr=$addr CPUs=${cpus} RealMemory=1000 Gres=gpu:${cpus} State=UNKNOWN"$'\n'
+  done
   cat >"$d/slurm.conf" <<EOF
 ClusterName=htcluster
-SlurmctldHost=${host}(127.0.0.1)
+SlurmctldHost=${host}(${ctld_addr})
 SlurmctldPort=${ctld_port}
 SlurmdPort=${slurmd_port}
 SlurmUser=root
@@ -133,12 +164,12 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=${d}/munge/munge.sock,cred_expire=10
 StateSaveLocation=${d}/state
-TmpFS=${d}/tmp
+TmpFS=${tmpfs}
 SlurmdSpoolDir=${d}/spool/%n
 SlurmctldPidFile=${d}/run/slurmctld.pid
 SlurmdPidFile=${d}/run/slurmd-%n.pid
 SlurmctldLogFile=${d}/log/slurmctld.log
-SlurmdLogFile=${d}/log/slurmd.log
+SlurmdLogFile=${d}/log/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig=${d}/plugstack.conf
@@ -163,8 +194,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 Waittime=0
 GresTypes=gpu
-NodeName=localhost NodeHostname=${host} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemory=1000 Gres=gpu:${cpus} State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+${node_lines}PartitionName=debug Nodes=${nodelist} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
   export SLURM_CONF="$d/slurm.conf"
   # Jobs run as root here: let mpirun inside them (test harness only, as tests/CMakeLists.txt does).
@@ -174,14 +204,19 @@ EOF
 
   "${guard[@]}" slurmctld -D -i -f "$SLURM_CONF" >"$d/log/slurmctld.out" 2>&1 &
   HT_SLURM_PIDS+=($!)
-  "${guard[@]}" slurmd -D -N localhost -f "$SLURM_CONF" >"$d/log/slurmd.out" 2>&1 &
-  HT_SLURM_PIDS+=($!)
+  for n in "${nodes[@]}"; do
+    local on=()
+    [[ $multi == 1 ]] && on=("$HT_SLURM_NODE_EXEC" "$n")
+    "${guard[@]}" "${on[@]}" slurmd -D -N "$n" -f "$SLURM_CONF" >"$d/log/slurmd-$n.out" 2>&1 &
+    HT_SLURM_PIDS+=($!)
+  done
 
-  # Ready when the node is idle; give up after 30 s.
-  local state=""
+  # Ready when every node is idle; give up after 30 s.
+  local state="" idle=0
   for i in $(seq 1 150); do
-    state=$(sinfo -h -N -n localhost -o '%T' 2>/dev/null || true)
-    [[ $state == idle* ]] && break
+    state=$(sinfo -h -N -o '%T' 2>/dev/null | sort | uniq -c | xargs || true)
+    idle=$(sinfo -h -N -t idle -o '%N' 2>/dev/null | wc -l)
+    (( idle == ${#nodes[@]} )) && break
     local p
     for p in "${HT_SLURM_PIDS[@]}"; do
       if ! kill -0 "$p" 2>/dev/null; then
@@ -192,11 +227,11 @@ EOF
     done
     sleep 0.2
   done
-  if [[ $state != idle* ]]; then
-    ht_slurm_skip "node 'localhost' not idle after 30 s (state '${state}')"
+  if (( idle != ${#nodes[@]} )); then
+    ht_slurm_skip "nodes '${nodes[*]}' not all idle after 30 s (states '${state}')"
     return 77
   fi
-  ht_slurm_log "up: SLURM_CONF=$SLURM_CONF (slurmctld :$ctld_port, slurmd :$slurmd_port, $cpus CPUs)"
+  ht_slurm_log "up: SLURM_CONF=$SLURM_CONF (slurmctld :$ctld_port, slurmd :$slurmd_port, ${#nodes[@]} node(s) x $cpus CPUs)"
   return 0
 }
 
@@ -204,11 +239,19 @@ EOF
 # files vanish early); SIGKILL whatever is left after 10 s. Idempotent.
 # For the tests that drive the real hpctrain: sets src (the repository) and HT_BIN (default
 # build/hpctrain, must exist), starts the cluster and makes $work inside it. Returns ht_slurm_start's
-# status (77 when Slurm cannot start), 1 when the binary is missing.
+# status (77 when Slurm cannot start), 1 when the binary is missing. Inside the simulated cluster
+# (tests/cluster/cluster.sh --slurm: HT_CLUSTER_DIR and SLURM_CONF set) it uses that cluster's Slurm
+# and $HT_CLUSTER_DIR/work (shared by the nodes) instead of starting one.
 ht_slurm_test_begin() {
   src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   HT_BIN=${HT_BIN:-$src/build/hpctrain}
   [[ -x $HT_BIN ]] || { echo "FAIL: HT_BIN '$HT_BIN' missing" >&2; return 1; }
+  if [[ -n ${HT_CLUSTER_DIR:-} && -n ${SLURM_CONF:-} ]]; then
+    HT_SLURM_DIR=$(dirname "$SLURM_CONF")
+    work=$HT_CLUSTER_DIR/work
+    mkdir -p "$work"
+    return 0
+  fi
   ht_slurm_start || return $?
   work=$HT_SLURM_DIR/work
   mkdir -p "$work"

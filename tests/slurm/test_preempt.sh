@@ -6,6 +6,8 @@
 # checkpoint) must equal, bit for bit, those of an uninterrupted run of the same job submitted
 # alongside, and so must the loss of every step after the resume; BatchNorm running statistics
 # agree to float rounding (see below). Exit 77 when Slurm cannot start.
+# HT_PREEMPT_SBATCH_ARGS replaces the job shape (default --ntasks-per-node=2 --gpus-per-node=2); the
+# multi-node test (tests/cluster/test_preempt.sh) runs this script on 2 nodes of the simulated cluster.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,7 +17,8 @@ ht_slurm_train_test_begin || exit $?
 steps=40
 submit() {  # submit NAME RUN_DIR -> job id
   local id
-  id=$(cd "$work" && sbatch --parsable --job-name="$1" --ntasks-per-node=2 --gpus-per-node=2 \
+  # shellcheck disable=SC2086
+  id=$(cd "$work" && sbatch --parsable --job-name="$1" ${HT_PREEMPT_SBATCH_ARGS:---ntasks-per-node=2 --gpus-per-node=2} \
          "$src/slurm/train.sbatch" --config "$src/configs/fmnist_cnn.ini" --data.dir "$work/fmnist" \
          --data.limit_train 2048 --data.limit_test 500 --train.global_batch 32 --train.max_steps $steps \
          --train.eval false --train.device cpu --checkpoint.every_steps 20 --run.dir "$2") || return 1

@@ -1,0 +1,70 @@
+// Launch-time checks (src/train/launch_check.hpp) on hand-made environments: a launcher that started
+// more processes than the MPI world holds, and ranks whose Slurm/Open MPI variables differ. The
+// collective parts run across nodes in tests/cluster/test_launch_checks.sh.
+#include <catch2/catch.hpp>
+
+#include "src/train/launch_check.hpp"
+
+using namespace ht;
+
+TEST_CASE("launch check: launcher and MPI world sizes", "[launch_check]") {
+  // Consistent launches: nothing to say.
+  CHECK_FALSE(launch_size_problem({}, 1));
+  CHECK_FALSE(launch_size_problem({"4", "2", "", "", "2"}, 4));   // srun --mpi=pmix
+  CHECK_FALSE(launch_size_problem({"2", "0", "4", "", ""}, 4));   // mpirun inside a 2-node allocation
+  CHECK_FALSE(launch_size_problem({"1", "0", "", "", ""}, 1));    // srun -n1
+  CHECK_FALSE(launch_size_problem({"", "", "1", "", ""}, 1));     // mpirun -np 1
+  // srun without PMI: each task a world of 1.
+  auto p = launch_size_problem({"4", "3", "", "", ""}, 1);
+  REQUIRE(p);
+  CHECK(*p ==
+        "launch: srun started 4 tasks (SLURM_STEP_NUM_TASKS=4, this is SLURM_PROCID=3), but each is an MPI world of "
+        "1 rank, so each would train alone: launch with srun --mpi=pmix (or set MpiDefault=pmix in slurm.conf)");
+  // Another MPI's mpirun (Open MPI's launcher, a different library): singletons.
+  p = launch_size_problem({"", "", "8", "", ""}, 1);
+  REQUIRE(p);
+  CHECK(p->find("OMPI_COMM_WORLD_SIZE=8), but its MPI world has 1: hpctrain's MPI library is not the launcher's") !=
+        std::string::npos);
+  // A PMI launcher (Hydra, srun --mpi=pmi2) for a library that does not speak it.
+  p = launch_size_problem({"", "", "", "4", ""}, 1);
+  REQUIRE(p);
+  CHECK(p->find("(PMI_SIZE=4), but its MPI world has 1") != std::string::npos);
+  CHECK(p->find("srun --mpi=pmix, not pmi2") != std::string::npos);
+  // Garbage sizes are not numbers: no claim.
+  CHECK_FALSE(launch_size_problem({"four", "", "x", "", ""}, 1));
+}
+
+TEST_CASE("launch check: variables that differ between ranks", "[launch_check]") {
+  const std::vector<std::string> hosts = {"n1", "n1", "n2", "n2"};
+  using M = std::map<std::string, std::string>;
+  M a = {{"SLURM_JOB_ID", "41"}, {"SLURM_STEP_ID", "0"}, {"OMPI_MCA_btl", "tcp,self"}};
+  auto fp = compare_fingerprints({a, a, a, a}, hosts);
+  CHECK(fp.errors.empty());
+  CHECK(fp.warnings.empty());
+  // Two different job ids: an error naming values and hosts.
+  M b = a;
+  b["SLURM_JOB_ID"] = "42";
+  fp = compare_fingerprints({a, a, b, b}, hosts);
+  REQUIRE(fp.errors.size() == 1);
+  CHECK(fp.errors[0].find("launch: SLURM_JOB_ID differs between ranks: 41 on n1 (ranks 0, 1); 42 on n2 (ranks 2, 3): "
+                          "these ranks were not started by one launcher") == 0);
+  CHECK(fp.warnings.empty());
+  // Set on some ranks only: a warning.
+  M c = a;
+  c.erase("SLURM_JOB_ID");
+  fp = compare_fingerprints({a, a, a, c}, hosts);
+  CHECK(fp.errors.empty());
+  REQUIRE(fp.warnings.size() == 1);
+  CHECK(fp.warnings[0].find("SLURM_JOB_ID differs between ranks: (unset) on n2 (rank 3); 41 on n1 (ranks 0, 1), n2 (rank 2)") !=
+        std::string::npos);
+  // An Open MPI parameter set differently, or only on some ranks: warnings.
+  M d = a;
+  d["OMPI_MCA_btl"] = "vader,tcp,self";
+  d["OMPI_MCA_btl_tcp_if_include"] = "eth1";
+  fp = compare_fingerprints({a, a, d, d}, hosts);
+  CHECK(fp.errors.empty());
+  REQUIRE(fp.warnings.size() == 2);
+  CHECK(fp.warnings[0].find("launch: OMPI_MCA_btl differs between ranks: tcp,self on n1 (ranks 0, 1); vader,tcp,self on n2") == 0);
+  CHECK(fp.warnings[1].find("OMPI_MCA_btl_tcp_if_include differs between ranks: (unset) on n1 (ranks 0, 1); eth1 on n2") !=
+        std::string::npos);
+}
