@@ -24,6 +24,22 @@ double median(std::vector<double> v) {
 
 double share(double part, double whole) { return whole > 0 ? part / whole : 0; }
 
+// A loss below this many milliseconds per step is not worth a warning (and at that scale the shares
+// are scheduling noise).
+constexpr double kMinWorthMs = 2.0;
+
+double median_data_ms(const std::vector<RankWindow>& r) {
+  std::vector<double> v;
+  for (const auto& x : r) v.push_back(x.data_ms);
+  return median(v);
+}
+
+double min_comm_ms(const std::vector<RankWindow>& r) {
+  double m = r.front().allreduce_ms;
+  for (const auto& x : r) m = std::min(m, x.allreduce_ms);
+  return m;
+}
+
 std::string pct(double fraction) {
   char b[32];
   std::snprintf(b, sizeof b, "%.0f%%", 100 * fraction);
@@ -56,7 +72,7 @@ std::vector<WatchdogWarning> judge_window(const std::vector<RankWindow>& ranks, 
     const double med = median(others), med_data = median(others_data);
     // Below 2 ms or a tenth of the step the difference costs little and is mostly scheduling noise.
     const double excess = busy[s] - med;
-    if (med > 0 && busy[s] > opt.max_rank_spread * med && excess >= 2.0 && excess >= 0.1 * ranks[s].step_ms) {
+    if (med > 0 && busy[s] > opt.max_rank_spread * med && excess >= kMinWorthMs && excess >= 0.1 * ranks[s].step_ms) {
       slow_rank = true;
       const bool data_cause = ranks[s].data_ms - med_data > 0.5 * (busy[s] - med);
       WatchdogWarning w;
@@ -81,7 +97,7 @@ std::vector<WatchdogWarning> judge_window(const std::vector<RankWindow>& ranks, 
   }
   const double ds = median(data_share);
   bool data_slow = false;
-  if (!slow_rank && ds > opt.max_data_share) {
+  if (!slow_rank && ds > opt.max_data_share && median_data_ms(ranks) >= kMinWorthMs) {
     data_slow = true;
     WatchdogWarning w;
     w.kind = "data_loading";
@@ -96,7 +112,7 @@ std::vector<WatchdogWarning> judge_window(const std::vector<RankWindow>& ranks, 
   }
   // ---- exposed communication: even the rank that waits least waits for gradients ----
   const double cs = *std::min_element(comm_share.begin(), comm_share.end());
-  if (!slow_rank && ranks.size() >= 2 && cs > opt.max_comm_share) {
+  if (!slow_rank && ranks.size() >= 2 && cs > opt.max_comm_share && min_comm_ms(ranks) >= kMinWorthMs) {
     WatchdogWarning w;
     w.kind = "exposed_communication";
     w.message = "exposed gradient communication takes " + pct(cs) + " of the step on every rank (" +

@@ -7,8 +7,10 @@
 //     rank that waits least (exposed_communication),
 //   - NVML utilisation of rank 0's GPU stays below watchdog.min_gpu_util_pct (gpu_idle),
 //   - one rank's busy time (step minus the wait for gradients) exceeds the median of the others by
-//     more than watchdog.max_rank_spread times, and by at least 2 ms and a tenth of the step
+//     more than watchdog.max_rank_spread times, and by at least a tenth of the step
 //     (slow_rank: names the rank and its host).
+// A loss of less than 2 ms per step (data wait, exposed communication, a rank's excess) is never
+// reported: it costs little, and at that scale the shares are scheduling noise.
 // Each kind is repeated at most once per watchdog.repeat_minutes. The per-rank figures reach rank 0
 // by one MPI_Gather of three doubles per rank per window (the per-step collectives are a sum and
 // an OR, which cannot carry a per-rank value). The first step after each start (JIT, autotuning)

@@ -2,8 +2,7 @@
 // budget.*, stage.*), without MPI. The script tests (tests/runops/test_runops.py) run them in training.
 #include <sys/stat.h>
 
-#include <catch2/catch_approx.hpp>
-#include <catch2/catch_test_macros.hpp>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +14,6 @@
 #include "temp_dir_util.hpp"
 
 using namespace ht;
-using Catch::Approx;
 
 namespace {
 std::vector<std::string> kinds(const std::vector<WatchdogWarning>& w) {
