@@ -11,6 +11,7 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitRuntime = 1,    ///< runtime failure: names rank, step and cause
   kExitUsage = 2,      ///< invalid usage, config, dataset or checkpoint: names file, field, value
+  kExitBudget = 3,     ///< stopped before crossing run.max_hours / max_gpu_hours / max_cost, checkpoint saved
   kExitStopped = 75,   ///< EX_TEMPFAIL: stopped by a signal after saving a checkpoint; rerun to resume
 };
 

@@ -13,6 +13,8 @@ const std::vector<TestFaultName>& test_fault_names() {
       {"fail_rank", "train: the rank that fails at fail_at_step"},
       {"nan_at_step", "train: put NaN into the input of nan_rank at this step"},
       {"nan_rank", "train: the rank whose input gets NaN at nan_at_step"},
+      {"slow_data_ms", "train: sleep this many milliseconds in the data phase of every step ('|': per rank)"},
+      {"stage.free_bytes", "stage: pretend data.stage_dir has this many bytes free"},
       {"ckpt_write_delay_ms", "checkpoint: sleep this long half-way through each checkpoint write"},
       {"signal_at_step", "checkpoint: send SIGTERM to this process after this step (on signal_rank)"},
       {"signal_rank", "checkpoint: the rank that signals itself (default 0)"},

@@ -297,6 +297,7 @@ void CheckpointManager::report_completed() {
       metrics_->write({{"event", "checkpoint"}, {"step", step}, {"path", r.path}, {"bytes", r.bytes},
                        {"write_ms", r.write_ms}, {"copy_ms", p.copy_ms}, {"stall_ms", p.stall_ms},
                        {"reason", p.reason}, {"removed", r.removed}});
+    t_.budget().set_checkpoint_cost_s((p.copy_ms + p.stall_ms + r.write_ms) / 1000.0);  // the final save's forecast
     if (auto change = schedule_.record_cost((p.copy_ms + p.stall_ms + r.write_ms) / 1000.0)) {
       std::printf("hpctrain: checkpoint interval (Young/Daly): sqrt(2 x C %.3f s x MTBF %.1f min) = %.1f s\n",
                   change->cost_s, schedule_.mtbf_minutes(), change->interval_s);
@@ -325,6 +326,9 @@ bool CheckpointManager::step_end() {
     report_completed();
     if (!writer_->error().empty()) local |= kFlagWriteFailed;
     if (schedule_.time_due(Clock::now())) local |= kFlagCheckpoint;
+    // Budget (src/train/budget.hpp): stop while one more step and the checkpoint still fit.
+    if (prog_.step < total_steps_ && budget_reason_.empty())
+      if (auto why = t_.budget().would_cross()) budget_reason_ = *why, local |= kFlagBudget;
   }
   const uint32_t flags = world_ > 1 ? agree_step_flags(local) : local;
   if (flags & kFlagWriteFailed) {
@@ -336,6 +340,10 @@ bool CheckpointManager::step_end() {
     stop_ = true;
     return true;
   }
+  if (flags & kFlagBudget) {
+    budget_stop_ = true;
+    return true;
+  }
   if (prog_.step >= total_steps_ || prog_.step == last_saved_step_) return false;  // the final save is run_end's
   if (auto reason = schedule_.decide(prog_.step, (flags & kFlagCheckpoint) != 0)) save(false, *reason);
   return false;
@@ -345,7 +353,7 @@ void CheckpointManager::run_end(TrainSummary& s) {
   const TrainProgress& p = prog_;
   if (!failed_) {
     if (p.step != last_saved_step_) {
-      save(true, stop_ ? "signal" : "final");
+      save(true, stop_ ? "signal" : budget_stop_ ? "budget" : "final");
     } else if (rank_ == 0) {
       try {
         writer_->wait();
@@ -378,6 +386,16 @@ void CheckpointManager::run_end(TrainSummary& s) {
       std::printf("hpctrain: stopped by %s after step %lld: checkpoint %s saved; rerun the same command to resume "
                   "(exit code 75)\n",
                   sig.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str());
+      std::fflush(stdout);
+    }
+  } else if (budget_stop_) {
+    s.exit_code = kExitBudget;
+    s.status = "budget";
+    if (rank_ == 0) {
+      std::printf("hpctrain: budget: %s: stopped after step %lld, checkpoint %s saved; raise the limit and rerun the "
+                  "same command to resume (exit code 3)\n",
+                  budget_reason_.c_str(), static_cast<long long>(p.step),
+                  checkpoint_path(cfg_.run.dir, p.step).c_str());
       std::fflush(stdout);
     }
   }

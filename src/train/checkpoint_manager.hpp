@@ -54,7 +54,8 @@ class CheckpointManager {
   bool step_end();
 
   /// End of run, all ranks: the final or stop checkpoint (synchronous), then exit code 0, 75
-  /// (stopped by a signal, checkpoint saved) or 1 (a checkpoint write failed), agreed by all ranks.
+  /// (stopped by a signal, checkpoint saved), 3 (stopped by the budget, run.max_*, checkpoint saved)
+  /// or 1 (a checkpoint write failed), agreed by all ranks.
   void run_end(TrainSummary& s);
 
  private:
@@ -82,6 +83,8 @@ class CheckpointManager {
   int64_t signal_at_step_ = -1;  // test fault: SIGTERM to this process after this step (-1: none)
   int64_t signal_rank_ = 0;      // test fault: the rank that signals itself
   bool stop_ = false, failed_ = false, raised_ = false;
+  bool budget_stop_ = false;   // every rank: run.max_* reached (kFlagBudget agreed)
+  std::string budget_reason_;  // rank 0: which limit, with the figures
   std::string fail_message_;
   struct Pending {
     double copy_ms = 0, stall_ms = 0;

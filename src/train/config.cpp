@@ -61,6 +61,10 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("run.seed", c.run.seed, "seed for sampling, augmentation and initialisation");
   f("run.fresh", c.run.fresh, "start over on a run directory that has checkpoints");
   f("run.allow_config_change", c.run.allow_config_change, "resume even if model or global batch changed");
+  f("run.max_hours", c.run.max_hours, "budget: wall hours of the whole run (0 = no limit)");
+  f("run.max_gpu_hours", c.run.max_gpu_hours, "budget: device hours of the whole run (0 = no limit)");
+  f("run.max_cost", c.run.max_cost, "budget: cost of the whole run at run.price_per_gpu_hour (0 = no limit)");
+  f("run.price_per_gpu_hour", c.run.price_per_gpu_hour, "price of one device hour");
   f("data.dir", c.data.dir, "dataset directory");
   f("data.synthetic", c.data.synthetic, "generated data instead of data.dir");
   f("data.synthetic_samples", c.data.synthetic_samples, "synthetic train samples");
@@ -73,6 +77,7 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("data.prefetch", c.data.prefetch, "prefetch the next batch on a background thread");
   f("data.limit_train", c.data.limit_train, "use only the first N train samples (0 = all)");
   f("data.limit_test", c.data.limit_test, "use only the first N test samples (0 = all)");
+  f("data.stage_dir", c.data.stage_dir, "copy the shards to this node-local directory first (empty = off)");
   f("model.name", c.model.name, "fmnist_cnn, resnet18_cifar, resnet18, resnet50, mlp");
   f("model.num_classes", c.model.num_classes, "classes (0 = from the dataset)");
   f("model.mlp_hidden", c.model.mlp_hidden, "hidden width of the mlp model");
@@ -113,6 +118,13 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("verify.enabled", c.verify.enabled, "vet dataset shards and checkpoints in a time-limited child process");
   f("verify.timeout_s", c.verify.timeout_s, "vetting time limit per file, plus its size at verify.min_mb_per_s");
   f("verify.min_mb_per_s", c.verify.min_mb_per_s, "read rate the vetting time limit allows for (MB/s)");
+  f("watchdog.enabled", c.watchdog.enabled, "warn about data stalls, idle GPUs, exposed communication, slow ranks");
+  f("watchdog.window_steps", c.watchdog.window_steps, "steps per watchdog judgement");
+  f("watchdog.max_data_share", c.watchdog.max_data_share, "warn above this share of the step waiting for data");
+  f("watchdog.max_comm_share", c.watchdog.max_comm_share, "warn above this share of the step in exposed communication");
+  f("watchdog.min_gpu_util_pct", c.watchdog.min_gpu_util_pct, "warn below this GPU utilisation (NVML)");
+  f("watchdog.max_rank_spread", c.watchdog.max_rank_spread, "warn when the slowest rank is this many times the median");
+  f("watchdog.repeat_minutes", c.watchdog.repeat_minutes, "repeat a kind of warning at most every N minutes");
   f("trace.enabled", c.trace.enabled, "write a Chrome trace");
   f("cuda.workspace_mb", c.cuda.workspace_mb, "cuDNN workspace cap per convolution");
 }
@@ -155,6 +167,26 @@ void require(bool ok, const std::string& origin, const std::string& key, const s
   if (!ok) throw UsageError(origin + ": " + key + " = " + value + ": " + why);
 }
 
+/// run.max_* / run.price_per_gpu_hour and watchdog.* (src/train/budget.hpp, watchdog.hpp).
+void validate_runops_keys(const Config& c, const std::string& origin) {
+  const auto& r = c.run;
+  for (auto [key, v] : {std::pair{"run.max_hours", r.max_hours}, {"run.max_gpu_hours", r.max_gpu_hours},
+                        {"run.max_cost", r.max_cost}, {"run.price_per_gpu_hour", r.price_per_gpu_hour}})
+    require(v >= 0, origin, key, fmt(v), "must be >= 0 (0 = no limit)");
+  require(r.max_cost == 0 || r.price_per_gpu_hour > 0, origin, "run.max_cost", fmt(r.max_cost),
+          "needs run.price_per_gpu_hour > 0 to turn device hours into cost");
+  const auto& w = c.watchdog;
+  require(w.window_steps >= 1, origin, "watchdog.window_steps", fmt(w.window_steps), "must be >= 1");
+  require(w.max_data_share > 0 && w.max_data_share <= 1, origin, "watchdog.max_data_share", fmt(w.max_data_share),
+          "must be in (0, 1]");
+  require(w.max_comm_share > 0 && w.max_comm_share <= 1, origin, "watchdog.max_comm_share", fmt(w.max_comm_share),
+          "must be in (0, 1]");
+  require(w.min_gpu_util_pct >= 0 && w.min_gpu_util_pct <= 100, origin, "watchdog.min_gpu_util_pct",
+          fmt(w.min_gpu_util_pct), "must be in [0, 100]");
+  require(w.max_rank_spread > 1, origin, "watchdog.max_rank_spread", fmt(w.max_rank_spread), "must be > 1");
+  require(w.repeat_minutes >= 0, origin, "watchdog.repeat_minutes", fmt(w.repeat_minutes), "must be >= 0");
+}
+
 /// Converts the enum keys from `enum_text` into `c` and checks every value; UsageError naming the
 /// origin, key and value for the first invalid one.
 void validate(Config& c, const EnumText& enum_text, const std::string& origin) {
@@ -188,6 +220,7 @@ void validate(Config& c, const EnumText& enum_text, const std::string& origin) {
   require(c.verify.min_mb_per_s > 0, origin, "verify.min_mb_per_s", fmt(c.verify.min_mb_per_s), "must be positive");
   require(c.dist.bucket_mb > 0, origin, "dist.bucket_mb", fmt(c.dist.bucket_mb), "must be positive");
   require(c.checkpoint.keep_last >= 1, origin, "checkpoint.keep_last", fmt(c.checkpoint.keep_last), "must be >= 1");
+  validate_runops_keys(c, origin);
   require(c.data.crop_padding >= 0, origin, "data.crop_padding", fmt(c.data.crop_padding), "must be >= 0");
   require(c.data.synthetic || !c.data.dir.empty(), origin, "data.dir", "\"\"",
           "no dataset given: set data.dir (see scripts/quickstart.sh) or data.synthetic = true");

@@ -27,6 +27,12 @@ struct Config {
     uint64_t seed = 42;                ///< the one seed for sampling, augmentation and initialisation
     bool fresh = false;                ///< start over on a run directory that has checkpoints
     bool allow_config_change = false;  ///< resume even if the model or global batch changed
+    // Budget (src/train/budget.hpp): counted over the whole run (every start since the run directory's
+    // first), 0 = no limit; a run about to cross a limit saves a checkpoint and stops (exit 3).
+    double max_hours = 0;              ///< wall hours
+    double max_gpu_hours = 0;          ///< device hours: wall hours x ranks (one device per rank, CPU ranks too)
+    double max_cost = 0;               ///< currency units: GPU-hours x price_per_gpu_hour
+    double price_per_gpu_hour = 0;     ///< price of one device hour (for the cost figures and max_cost)
   } run;
   struct Data {
     std::string dir;                   ///< dataset directory (docs/dataset.md schema)
@@ -38,6 +44,7 @@ struct Config {
     bool prefetch = true;              ///< read the next batch on a background thread
     int64_t limit_train = 0;           ///< use only the first N train samples (0 = all)
     int64_t limit_test = 0;            ///< use only the first N test samples (0 = all)
+    std::string stage_dir;             ///< node-local copy of data.dir's shards (src/train/stage.hpp); empty: off
   } data;
   struct Model {
     std::string name = "fmnist_cnn";   ///< fmnist_cnn, resnet18_cifar, resnet18, resnet50, mlp
@@ -91,6 +98,15 @@ struct Config {
     double timeout_s = 60;             ///< time limit per file: this many seconds ...
     double min_mb_per_s = 20;          ///< ... plus the file's size read at this many MB/s
   } verify;
+  struct Watchdog {                    ///< rank 0's utilisation warnings (src/train/watchdog.hpp)
+    bool enabled = true;
+    int64_t window_steps = 50;         ///< steps per judgement
+    double max_data_share = 0.3;       ///< warn when waiting for data exceeds this share of the step
+    double max_comm_share = 0.5;       ///< warn when exposed gradient communication exceeds this share
+    double min_gpu_util_pct = 70;      ///< warn when NVML utilisation stays below this (GPU runs)
+    double max_rank_spread = 1.5;      ///< warn when the slowest rank's busy time exceeds the median's by this factor
+    double repeat_minutes = 10;        ///< the same kind of warning at most once per this many minutes
+  } watchdog;
   struct Trace {
     bool enabled = false;              ///< Chrome trace (trace.json) of every rank's spans
   } trace;

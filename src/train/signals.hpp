@@ -51,6 +51,7 @@ enum StepFlag : uint32_t {
   kFlagStop = 1u << 0,        ///< a stop signal arrived on some rank
   kFlagCheckpoint = 1u << 1,  ///< a time-based checkpoint is due (rank 0's clock)
   kFlagWriteFailed = 1u << 2, ///< rank 0's background checkpoint write failed
+  kFlagBudget = 1u << 3,      ///< one more step would cross run.max_* (rank 0's RunBudget, src/train/budget.hpp)
 };
 /// OR of `local` over all ranks (one MPI_Allreduce with MPI_BOR on MPI_COMM_WORLD); every rank must
 /// call it at the same step boundary. Without MPI initialised, returns `local`.

@@ -31,6 +31,7 @@ std::string fmt_duration(double s) {
 TrainSummary Trainer::run() {
   const auto run_t0 = SteadyClock::now();
   write_run_start();
+  budget_->begin(run_t0);
   run_start_step_ = prog_.step;
   train_s_ = 0;
   bool stop = prog_.step >= total_steps_;
@@ -71,6 +72,7 @@ bool Trainer::step(int epoch) {
   // ---- data ----
   Tensor images, labels;
   if (!next_batch(images, labels)) return false;
+  inject_slow_data_fault(rank_);  // test fault slow_data_ms (watchdog tests)
   StepMetrics m;
   m.data_ms = ms_since(t0);
   if (trace_.enabled()) trace_.record("data", "step", trace_t0, trace_.now_us());
@@ -234,6 +236,8 @@ void Trainer::record_step(StepMetrics& m, int64_t trace_begin_us) {
     if (!m.skipped && (prog_.step % cfg_.train.log_every_steps == 0 || prog_.step == total_steps_))
       log_progress(m, train_s_ * static_cast<double>(prog_.step) / std::max<int64_t>(1, prog_.step - run_start_step_));
   }
+  budget_->on_step(m.step_ms);
+  watchdog_->on_step(m, metrics_.get());  // collective once per watchdog.window_steps
   span.reset();
   if (trace_.enabled()) trace_.record("step", "step", trace_begin_us, trace_.now_us(), prog_.step);
 }
@@ -241,9 +245,9 @@ void Trainer::record_step(StepMetrics& m, int64_t trace_begin_us) {
 void Trainer::log_progress(const StepMetrics& m, double elapsed_s) {
   const int64_t done = prog_.step;
   const double eta = done > 0 ? elapsed_s / static_cast<double>(done) * static_cast<double>(total_steps_ - done) : NAN;
-  std::printf("[epoch %d] step %lld/%lld loss %.4f lr %.5g %.0f img/s ETA %s\n", prog_.epoch + 1,
+  std::printf("[epoch %d] step %lld/%lld loss %.4f lr %.5g %.0f img/s ETA %s%s\n", prog_.epoch + 1,
               static_cast<long long>(done), static_cast<long long>(total_steps_), m.loss.value_or(NAN), m.lr,
-              m.images_per_s, fmt_duration(eta).c_str());
+              m.images_per_s, fmt_duration(eta).c_str(), budget_->console_text().c_str());
   std::fflush(stdout);
 }
 
@@ -284,14 +288,16 @@ void Trainer::write_run_start() {
 void Trainer::write_run_end(double wall_s) {
   summary_.wall_s = wall_s;
   if (rank_ != 0) return;
-  metrics_->write({{"event", "run_end"}, {"status", summary_.status}, {"exit_code", summary_.exit_code},
-                   {"steps", prog_.step}, {"wall_s", summary_.wall_s}, {"train_s", train_s_},
-                   {"nonfinite_steps", prog_.nonfinite_total}, {"test_top1", summary_.test_top1},
-                   {"test_loss", summary_.test_loss}});
+  nlohmann::json end = {{"event", "run_end"}, {"status", summary_.status}, {"exit_code", summary_.exit_code},
+                        {"steps", prog_.step}, {"wall_s", summary_.wall_s}, {"train_s", train_s_},
+                        {"nonfinite_steps", prog_.nonfinite_total}, {"test_top1", summary_.test_top1},
+                        {"test_loss", summary_.test_loss}};
+  end.update(budget_->fields());  // wall_hours, gpu_hours, cost of the whole run so far
+  metrics_->write(end);
   std::printf("%s: %lld steps in %.1f s", summary_.status == "finished" ? "done" : summary_.status.c_str(),
               static_cast<long long>(prog_.step), summary_.wall_s);
   if (summary_.test_top1 >= 0) std::printf(", test top1 %.4f", summary_.test_top1);
-  std::printf("\n");
+  std::printf(",%s\n", budget_->console_text().c_str());
   std::fflush(stdout);
 }
 

@@ -16,11 +16,13 @@
 #include "io/metrics.hpp"
 #include "mpi/bucketer.hpp"
 #include "mpi/communicator.hpp"
+#include "src/train/budget.hpp"
 #include "src/train/config.hpp"
 #include "src/nn/models.hpp"
 #include "src/train/sgd.hpp"
 #include "src/train/step_metrics.hpp"
 #include "src/train/training_state.hpp"
+#include "src/train/watchdog.hpp"
 #include "cuda/h2d_feeder.hpp"
 
 namespace ht {
@@ -43,7 +45,7 @@ struct TrainSummary {
   double test_top1 = -1;   ///< last evaluation's top-1 (-1 when none ran)
   double test_loss = 0;
   double wall_s = 0;
-  std::string status = "finished";  ///< run_end status: finished, stopped (signal), checkpoint_failed
+  std::string status = "finished";  ///< run_end status: finished, stopped (signal), budget, checkpoint_failed
 };
 
 /// Checkpoint hooks (src/train/checkpoint_manager.cpp). step_end runs on every rank after every step
@@ -102,6 +104,8 @@ class Trainer {
   void set_checkpoint_hooks(CheckpointHooks h) { hooks_ = std::move(h); }
   /// metrics.jsonl writer (rank 0; nullptr elsewhere).
   MetricsWriter* metrics() { return metrics_.get(); }
+  /// The run's budget and spending (run.max_*; rank 0 holds the earlier starts' spending).
+  RunBudget& budget() { return *budget_; }
 
 
  private:
@@ -203,6 +207,9 @@ class Trainer {
   std::unique_ptr<cuda::H2DFeeder> feeder_;  // GPU runs: host-to-device pipeline
   bool staged_ = false;                    // feeder_ holds the next batch
   CheckpointHooks hooks_;
+  std::unique_ptr<RunBudget> budget_;    // run.max_* and the cost figures (src/train/budget.hpp)
+  std::unique_ptr<Watchdog> watchdog_;   // watchdog.* (src/train/watchdog.hpp)
+  std::string data_dir_;                 // where the shards are read: data.dir, or its copy in data.stage_dir
 };
 
 }  // namespace ht

@@ -20,6 +20,7 @@
 #include "src/train/device_select.hpp"
 #include "src/train/file_vetting.hpp"
 #include "src/train/launch_check.hpp"
+#include "src/train/stage.hpp"
 #include "src/train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -36,8 +37,9 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   // each naming the problem, instead of one rank aborting the others.
   // The shards are vetted in child processes first (src/train/file_vetting.hpp): a file HDF5 cannot
   // parse must crash or hang a child, not this rank. Collective; bad files: exit 2 on every rank.
+  data_dir_ = stage_dataset(cfg_);  // data.stage_dir: one rank per node copies the shards (collective)
   if (!cfg_.data.synthetic) {
-    const VetSummary v = vet_files_collective(dataset_shard_files(cfg_.data.dir), vet_options(cfg_));
+    const VetSummary v = vet_files_collective(dataset_shard_files(data_dir_), vet_options(cfg_));
     if (rank_ == 0 && v.files > 0) {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.2f", v.seconds);
@@ -113,8 +115,8 @@ void Trainer::setup_data() {
     test_ds_ = make_synthetic_dataset(std::max<int64_t>(s.synthetic_samples / 4, 1), s.synthetic_height,
                                       s.synthetic_width, s.synthetic_channels, s.synthetic_classes, cfg_.run.seed, "test");
   } else {
-    train_ds_ = open_sharded_dataset(cfg_.data.dir, "train");
-    test_ds_ = open_sharded_dataset(cfg_.data.dir, "test");
+    train_ds_ = open_sharded_dataset(data_dir_, "train");
+    test_ds_ = open_sharded_dataset(data_dir_, "test");
     check_splits_agree(train_ds_->info(), test_ds_->info());
   }
   const DatasetInfo& info = train_ds_->info();
@@ -170,6 +172,11 @@ void Trainer::setup_model() {
 void Trainer::setup_distributed(int threads) {
   setup_communication();
   setup_monitoring();
+  budget_ = std::make_unique<RunBudget>(
+      cfg_.run, world_,
+      rank_ == 0 ? previous_spend((fs::path(cfg_.run.dir) / "metrics.jsonl").string(), cfg_.run.price_per_gpu_hour)
+                 : Spend{});
+  watchdog_ = std::make_unique<Watchdog>(cfg_.watchdog, cfg_.data.prefetch, rank_, world_, dist().hosts);
   open_run_files(threads);
   HT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
