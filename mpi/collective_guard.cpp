@@ -119,10 +119,14 @@ void responder_loop() {
   }
   msg += "; exiting with code " + std::to_string(s.exit_code) + " without MPI_Finalize (docs/exit_codes.md)";
   say(msg);
+  // The ranks waiting in the same collective reach their limits within moments of this one; once this
+  // rank is gone the launcher kills them (SIGTERM, SIGKILL a second later), so let them print first.
+  std::this_thread::sleep_for(std::chrono::duration<double>(kExitLingerS));
   exit_without_mpi(s.exit_code);
 }
 
 void watchdog_loop() {
+  bool signal_noted = false;
   for (;;) {
     std::this_thread::sleep_for(std::chrono::duration<double>(kPollS));
     const double now = now_s();
@@ -130,10 +134,11 @@ void watchdog_loop() {
     const double sig_t = sig_ns ? static_cast<double>(sig_ns) * 1e-9 : 0;
     const double limit = g_limit.load();
     Slot expired, probe_for;
-    bool by_signal = false, do_probe = false;
+    bool by_signal = false, do_probe = false, in_bounded = false;
     int probe_slot = -1;
     {
       std::lock_guard lk(g_mu);
+      for (const Slot& s : g_slots) in_bounded |= s.used && s.kind == WaitKind::bounded;
       for (int i = 0; i < kSlots && !expired.used && !do_probe; ++i) {
         Slot& s = g_slots[i];
         if (!s.used) continue;
@@ -150,6 +155,16 @@ void watchdog_loop() {
           do_probe = true;
         }
       }
+    }
+    if (sig_ns && in_bounded && !signal_noted && g_probe_ready.load()) {
+      // A launcher ending the job (a lost node) sends SIGTERM and SIGKILL a second later: say at once
+      // which peers this rank was waiting for, while there is time.
+      signal_noted = true;
+      const std::vector<int> lost = probe_unanswered_peers(kSignalProbeS);
+      if (!lost.empty())
+        say("hpctrain: rank " + std::to_string(g_rank) + ": stop signal " + std::to_string(g_signo.load()) +
+            " while waiting on peers; no answer to a probe within " + fmt_s(kSignalProbeS) +
+            " s from: " + describe_ranks(lost));
     }
     if (expired.used) {
       const bool can_probe = g_probe_ready.load();

@@ -11,12 +11,14 @@
 //     writing a checkpoint): without limit while every peer answers a probe sent every time limit.
 // Then it probes every peer (a one-int message to a responder thread on each rank, over a private
 // duplicate of MPI_COMM_WORLD, answered within kProbeWindowS), prints one line naming the peers that
-// did not answer with their hosts (or, without an answer from any, every peer), flushes the logs and
-// ends the process with _exit: no MPI_Finalize, no MPI_Abort (both can block on a broken job; every
+// did not answer with their hosts (or, without probes, every peer), waits kExitLingerS, flushes the
+// logs and ends the process with _exit: no MPI_Finalize, no MPI_Abort (both can block on a broken job; every
 // rank has its own watchdog, and the launcher ends the rest on the non-zero exit).
 //
 // A stop signal (note_stop_signal, called by the handler of src/train/signals.cpp) shortens the
-// bounded limit to kStopGraceS after the signal, so a rank told to stop while stuck in MPI ends.
+// bounded limit to kStopGraceS after the signal, so a rank told to stop while stuck in MPI ends; if
+// the signal finds it in a bounded wait, a quick probe (kSignalProbeS) names the peers that do not
+// answer at once (a launcher ending a job that lost a node sends SIGKILL a second after SIGTERM).
 //
 // Without collective_guard_start (unit tests, tools) CollectiveWait does nothing.
 #include <mpi.h>
@@ -30,12 +32,17 @@ enum class WaitKind { bounded, while_peers_answer };
 
 /// Seconds a probe waits for the peers' answers.
 constexpr double kProbeWindowS = 5.0;
+/// Seconds of the quick probe made when a stop signal finds the rank waiting on peers.
+constexpr double kSignalProbeS = 0.5;
 /// Seconds a bounded wait may still take after a stop signal.
 constexpr double kStopGraceS = 10.0;
+/// Seconds a rank that gave up waits after its message before ending (the peers waiting in the same
+/// collective give up within moments and print theirs before the launcher kills them).
+constexpr double kExitLingerS = 2.0;
 /// Seconds given to flushing the logs before _exit.
 constexpr double kExitFlushS = 2.0;
 /// The grace docs state: a rank ends at most this long after its time limit.
-constexpr double kGuardGraceS = kProbeWindowS + kExitFlushS + 3.0;
+constexpr double kGuardGraceS = kProbeWindowS + kExitLingerS + kExitFlushS + 1.0;
 
 /// Starts the watchdog thread with time limit `limit_s` (> 0). Call once, before MPI_Init (which it
 /// bounds too) and after src/train/signals.hpp's isolate_signals_to_receiver_thread, so the thread
