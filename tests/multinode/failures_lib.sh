@@ -14,12 +14,14 @@ GRACE_S=10                  # the grace docs/exit_codes.md states
 SLACK_S=3                   # polling and a loaded 2-core machine
 
 # long_run RUN_DIR HOSTS LOG [FLAGS...]: starts a long synthetic run (4 ranks) in the background; sets
-# MPIRUN_PID. Per-rank output goes to RUN_DIR.out/1/rank.R/std{out,err} (written on each node).
+# MPIRUN_PID. Each rank's stderr goes straight to RUN_DIR.rankR.err (shared directory): a job that
+# mpirun aborts, or a node cut off from it, loses what is forwarded through mpirun.
 long_run() {
   local dir=$1 hosts=$2 log=$3
   shift 3
-  # shellcheck disable=SC2046
-  mpirun --bind-to none --host "$hosts" --output-filename "$dir.out" "$HT_BIN" train \
+  # shellcheck disable=SC2046,SC2016
+  mpirun --bind-to none --host "$hosts" -x HT_ERR_PREFIX="$dir" \
+    bash -c 'exec "$0" "$@" 2>"$HT_ERR_PREFIX.rank$OMPI_COMM_WORLD_RANK.err"' "$HT_BIN" train \
     $(ht_small_flags --run.dir "$dir" --data.synthetic_samples 400000 --train.max_steps 100000 \
       --optim.schedule constant --dist.timeout_s "$TIMEOUT_S" --checkpoint.every_steps 20 "$@") >"$log" 2>&1 &
   MPIRUN_PID=$!
@@ -72,8 +74,8 @@ wait_gone() {
 
 elapsed() { awk -v a="$EPOCHREALTIME" -v b="$T0" 'BEGIN { printf "%.1f", a - b }'; }
 
-# rank_log DIR R: rank R's stderr and stdout as captured by mpirun --output-filename.
-rank_log() { cat "$1.out/1/rank.$2/stderr" "$1.out/1/rank.$2/stdout" 2>/dev/null; }
+# rank_log DIR R: rank R's stderr (long_run).
+rank_log() { cat "$1.rank$2.err" 2>/dev/null; }
 
 # stop_mpirun: ends mpirun (TERM twice: its "abort in progress, hit ctrl-c again"; then KILL).
 stop_mpirun() {
