@@ -52,6 +52,7 @@ static_assert(std::atomic<long long>::is_always_lock_free && std::atomic<int>::i
 // Probes.
 MPI_Comm g_probe_comm = MPI_COMM_NULL;  // written once before g_probe_ready is set
 std::atomic<bool> g_probe_ready{false};
+std::mutex g_probe_mu;  // held by a probe; detach takes it, so no probe runs into MPI_Finalize
 thread_local int t_relaxed = 0;  // while_peers_answer scopes open on this thread
 std::atomic<bool> g_responder_stop{false};
 std::thread g_responder;
@@ -167,9 +168,10 @@ void watchdog_loop() {
             " s from: " + describe_ranks(lost));
     }
     if (expired.used) {
-      const bool can_probe = g_probe_ready.load();
-      give_up(expired, now, by_signal, can_probe ? probe_unanswered_peers(kProbeWindowS) : std::vector<int>{},
-              can_probe);
+      bool can_probe = g_probe_ready.load();
+      const std::vector<int> lost = can_probe ? probe_unanswered_peers(kProbeWindowS) : std::vector<int>{};
+      can_probe = can_probe && g_probe_ready.load();  // not detached meanwhile (MPI_Finalize)
+      give_up(expired, now, by_signal, lost, can_probe);
     }
     if (do_probe) {
       const bool can_probe = g_probe_ready.load();
@@ -224,6 +226,10 @@ void collective_guard_attach(MPI_Comm world, int rank, const std::vector<std::st
 }
 
 void collective_guard_detach() {
+  {
+    std::lock_guard lk(g_probe_mu);
+    g_probe_ready = false;
+  }
   if (!g_responder.joinable()) return;
   g_responder_stop = true;
   g_responder.join();
@@ -273,6 +279,7 @@ CollectiveWait::~CollectiveWait() {
 
 std::vector<int> probe_unanswered_peers(double window_s) {
   std::vector<int> lost;
+  std::lock_guard probe_lk(g_probe_mu);
   if (!g_probe_ready.load()) return lost;
   int n = 0, me = 0;
   MPI_Comm_size(g_probe_comm, &n);
