@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <thread>
 
 #include "mpi/check.hpp"
+#include "mpi/collective_guard.hpp"
 
 namespace ht {
 namespace {
@@ -18,6 +20,7 @@ void dist_init(int* argc, char*** argv) {
   MPI_Initialized(&inited);
   if (!inited) {
     int provided = 0;
+    CollectiveWait wait("MPI_Init");
     HT_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
     if (provided < MPI_THREAD_MULTIPLE)
       throw RuntimeError("MPI_Init_thread: this MPI library gives thread level " + std::to_string(provided) +
@@ -28,7 +31,10 @@ void dist_init(int* argc, char*** argv) {
   HT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_ctx.rank));
   set_message_rank(g_ctx.rank);  // error messages of every layer name this rank
   HT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_ctx.world_size));
-  HT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_ctx.rank, MPI_INFO_NULL, &g_ctx.local));
+  {
+    CollectiveWait wait("MPI_Comm_split_type (start-up)");
+    HT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_ctx.rank, MPI_INFO_NULL, &g_ctx.local));
+  }
   HT_MPI_CHECK(MPI_Comm_rank(g_ctx.local, &g_ctx.local_rank));
   HT_MPI_CHECK(MPI_Comm_size(g_ctx.local, &g_ctx.local_size));
   char host[MPI_MAX_PROCESSOR_NAME] = {0};
@@ -36,20 +42,28 @@ void dist_init(int* argc, char*** argv) {
   HT_MPI_CHECK(MPI_Get_processor_name(host, &len));
   g_ctx.host.assign(host, static_cast<size_t>(len));
   std::vector<char> all(static_cast<size_t>(g_ctx.world_size) * MPI_MAX_PROCESSOR_NAME, 0);
-  HT_MPI_CHECK(MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                             MPI_COMM_WORLD));
+  {
+    CollectiveWait wait("MPI_Allgather of the host names (start-up)");
+    HT_MPI_CHECK(MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                               MPI_COMM_WORLD));
+  }
   g_ctx.hosts.clear();
   for (int r = 0; r < g_ctx.world_size; ++r) g_ctx.hosts.emplace_back(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+  // The peers' hosts name lost ranks in messages; the probes need their own communicator.
+  collective_guard_attach(MPI_COMM_WORLD, g_ctx.rank, g_ctx.hosts);
   g_inited = true;
 }
 
 const DistContext& dist() { return g_ctx; }
 
-void dist_finalize() {
+void dist_finalize(int code) {
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (inited && !finalized) {
+    collective_guard_detach();
+    // MPI_Finalize synchronises with the peers: bounded, it ends the rank with `code` if one is lost.
+    CollectiveWait wait("MPI_Finalize", WaitKind::bounded, code);
     if (g_ctx.local != MPI_COMM_NULL) MPI_Comm_free(&g_ctx.local);
     MPI_Finalize();
   }
@@ -59,18 +73,27 @@ void dist_abort(int code) {
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
-  if (inited && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  if (inited && !finalized) {
+    // MPI_Abort can block on a broken job (TCP to a lost node, PMIx to a lost server): bounded.
+    std::thread([code] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(kAbortGraceS));
+      exit_without_mpi(code);
+    }).detach();
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
   std::_Exit(code);
 }
 
-bool dist_any(bool flag) {
+bool dist_any(bool flag, WaitKind kind) {
   int in = flag ? 1 : 0, out = 0;
+  CollectiveWait wait("dist_any (MPI_Allreduce)", kind);
   HT_MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD));
   return out != 0;
 }
 
 long long dist_max(long long v) {
   long long out = 0;
+  CollectiveWait wait("dist_max (MPI_Allreduce)");
   HT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
   return out;
 }
@@ -78,11 +101,14 @@ long long dist_max(long long v) {
 void dist_barrier() {
   int inited = 0;
   MPI_Initialized(&inited);
-  if (inited) HT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  if (!inited) return;
+  CollectiveWait wait("dist_barrier (MPI_Barrier, waiting for rank 0's checkpoint)", WaitKind::while_peers_answer);
+  HT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
 double dist_sum(double v) {
   double out = 0;
+  CollectiveWait wait("dist_sum (MPI_Allreduce)");
   HT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
   return out;
 }

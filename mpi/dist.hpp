@@ -6,8 +6,10 @@
 
 #include <string>
 
-#include "src/base/error.hpp"
 #include <vector>
+
+#include "mpi/collective_guard.hpp"
+#include "src/base/error.hpp"
 
 namespace ht {
 
@@ -27,21 +29,26 @@ struct DistContext {
 void dist_init(int* argc, char*** argv);
 /// The context; valid after dist_init.
 const DistContext& dist();
-/// MPI_Finalize if initialised and not finalised.
-void dist_finalize();
-/// Ends the whole job: MPI_Abort(MPI_COMM_WORLD, code) so every rank exits (no hang).
+/// MPI_Finalize if initialised and not finalised (after stopping the probe responder). With the
+/// collective guard running it is bounded by the time limit: a lost peer ends the rank with `code`.
+void dist_finalize(int code = 0);
+/// Seconds dist_abort gives MPI_Abort before the rank ends itself.
+constexpr double kAbortGraceS = 5.0;
+/// Ends the whole job: MPI_Abort(MPI_COMM_WORLD, code) so every rank exits (no hang); MPI_Abort can
+/// block on a broken job, so the rank _exits with `code` after kAbortGraceS at the latest.
 [[noreturn]] void dist_abort(int code);
 
-/// True on every rank if `flag` is true on any rank (MPI_LOR allreduce).
-bool dist_any(bool flag);
+/// True on every rank if `flag` is true on any rank (MPI_LOR allreduce). Every dist_* agreement is a
+/// CollectiveWait (mpi/collective_guard.hpp): bounded by dist.timeout_s unless `kind` says otherwise.
+bool dist_any(bool flag, WaitKind kind = WaitKind::bounded);
 /// The maximum of `v` over ranks.
 long long dist_max(long long v);
 /// The sum of `v` over ranks.
 double dist_sum(double v);
-/// Waits, with no time limit, until every rank has arrived (MPI_Barrier on MPI_COMM_WORLD). For the
-/// places where one rank does long local work the others must not mistake for a failure (a
-/// checkpoint save); a rank that dies ends the whole job through the launcher, so this cannot hang
-/// on a dead peer.
+/// Waits until every rank has arrived (MPI_Barrier on MPI_COMM_WORLD), without a time limit while
+/// every peer answers a probe (WaitKind::while_peers_answer). For the places where one rank does long
+/// local work the others must not mistake for a failure (a checkpoint save); a peer that is lost
+/// (dead, stopped, cut off) ends the rank within dist.timeout_s plus the guard's grace.
 void dist_barrier();
 
 /// Runs `f` (local work, no collectives inside) on every rank; if it throws UsageError on any rank,
@@ -56,7 +63,9 @@ template <class F> void collective_usage_check(F&& f) {
     err = e.what();
     failed = true;
   }
-  if (dist_any(failed)) throw CollectiveUsageError(failed ? err : "stopping: another rank reported an error", failed);
+  // Local work takes each rank its own time (loading data, waiting for the run lock): no time limit
+  // while every peer answers.
+  if (dist_any(failed, WaitKind::while_peers_answer)) throw CollectiveUsageError(failed ? err : "stopping: another rank reported an error", failed);
 }
 
 }  // namespace ht

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "mpi/check.hpp"
+#include "mpi/collective_guard.hpp"
 #include "src/base/clock.hpp"
 
 namespace ht {
@@ -89,6 +90,7 @@ struct MpiCommunicator::Shared {
       const auto t_begin = std::chrono::steady_clock::now();
       try {
         if (item.seq == inject_at) throw RuntimeError("injected failure (test hook)");
+        CollectiveWait wait("background allreduce_average of a gradient bucket (MPI communication thread)");
         allreduce_sum_chunks(item.data, comm);
         divide(item.data, world);
       } catch (const std::exception& e) {
@@ -116,8 +118,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base, Device device, double timeout_s)
     : device_(device), timeout_s_(timeout_s), s_(std::make_shared<Shared>()) {
   HT_MPI_CHECK(MPI_Comm_rank(base, &rank_));
   HT_MPI_CHECK(MPI_Comm_size(base, &world_));
-  HT_MPI_CHECK(MPI_Comm_dup(base, &main_comm_));
-  HT_MPI_CHECK(MPI_Comm_dup(base, &s_->comm));
+  {
+    CollectiveWait wait("MPI_Comm_dup (communicator set-up)");
+    HT_MPI_CHECK(MPI_Comm_dup(base, &main_comm_));
+    HT_MPI_CHECK(MPI_Comm_dup(base, &s_->comm));
+  }
   // Errors come back as codes so HT_MPI_CHECK can name rank, host and call.
   HT_MPI_CHECK(MPI_Comm_set_errhandler(main_comm_, MPI_ERRORS_RETURN));
   HT_MPI_CHECK(MPI_Comm_set_errhandler(s_->comm, MPI_ERRORS_RETURN));
@@ -178,14 +183,20 @@ void MpiCommunicator::stage_out(std::span<float> host, std::span<float> data) {
 void MpiCommunicator::allreduce_sum(std::span<float> data) {
   if (world_ == 1 || data.empty()) return;
   auto host = stage_in(data, SIZE_MAX);
-  allreduce_sum_chunks(host, main_comm_);
+  {
+    CollectiveWait wait("allreduce_sum");
+    allreduce_sum_chunks(host, main_comm_);
+  }
   stage_out(host, data);
 }
 
 void MpiCommunicator::allreduce_average(std::span<float> data) {
   if (world_ == 1 || data.empty()) return;
   auto host = stage_in(data, SIZE_MAX);
-  allreduce_sum_chunks(host, main_comm_);
+  {
+    CollectiveWait wait("allreduce_average");
+    allreduce_sum_chunks(host, main_comm_);
+  }
   divide(host, world_);
   stage_out(host, data);
 }
@@ -200,6 +211,7 @@ void MpiCommunicator::broadcast(std::span<float> data, int root) {
   check_root("broadcast", root);
   if (world_ == 1 || data.empty()) return;
   auto host = stage_in(data, SIZE_MAX);
+  CollectiveWait wait("broadcast");
   for_each_chunk(host.size(), [&](size_t off, int n) {
     HT_MPI_CHECK(MPI_Bcast(host.data() + off, n, MPI_FLOAT, root, main_comm_));
   });
@@ -210,6 +222,7 @@ void MpiCommunicator::reduce_sum(std::span<float> data, int root) {
   check_root("reduce_sum", root);
   if (world_ == 1 || data.empty()) return;
   auto host = stage_in(data, SIZE_MAX);
+  CollectiveWait wait("reduce_sum");
   for_each_chunk(host.size(), [&](size_t off, int n) {
     if (rank_ == root)
       HT_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, host.data() + off, n, MPI_FLOAT, MPI_SUM, root, main_comm_));
@@ -226,6 +239,7 @@ void MpiCommunicator::broadcast_bytes(std::vector<char>& bytes, int root) {
 }
 
 void mpi_broadcast_bytes(std::vector<char>& bytes, int root, MPI_Comm comm) {
+  CollectiveWait wait("broadcast_bytes");
   uint64_t n = bytes.size();
   HT_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
   bytes.resize(n);

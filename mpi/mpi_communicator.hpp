@@ -16,7 +16,9 @@
 // the next wait_all (and start call) on the caller's thread as RuntimeError naming rank, operation and
 // element count. With timeout_s > 0, wait_all throws RuntimeError when the started operations have not
 // completed after timeout_s seconds (a peer rank failed or stalled); the CLI then ends the job with
-// MPI_Abort. Blocking operations are plain blocking MPI calls (no time limit).
+// MPI_Abort. Every wait on peers (blocking operations, the thread's allreduce, the set-up's
+// MPI_Comm_dup) is also a CollectiveWait (mpi/collective_guard.hpp): where the guard runs (hpctrain),
+// a lost peer ends the rank after dist.timeout_s whatever MPI does.
 #include <mpi.h>
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
@@ -66,10 +67,15 @@ int cmd_train(const Args& args) {
     }
   std::vector<std::string> extra;
   Config cfg = parse_config(args, &extra);
+  set_collective_time_limit(cfg.dist.timeout_s);  // every wait on peers from here (mpi/collective_guard.hpp)
   CheckpointArgs ckpt_args = parse_checkpoint_args(extra);  // --init-from PATH, --reset-head
   // One job per run directory: rank 0 holds RUN_DIR/.owner until the process exits; every rank
   // stops together (exit 2) when another job holds it.
   std::unique_ptr<RunDirLock> owner;
+  // Start-up is local work of unequal length (vetting, loading data, reading the checkpoint on rank 0):
+  // its waits have no time limit while every peer answers a probe.
+  std::optional<CollectiveWait> startup(std::in_place, "start-up (run lock, data, model, checkpoint to resume)",
+                                        WaitKind::while_peers_answer);
   collective_usage_check([&] {
     if (dist().rank == 0) owner = std::make_unique<RunDirLock>(cfg.run.dir, kRunDirLockWaitS);
   });
@@ -77,6 +83,7 @@ int cmd_train(const Args& args) {
   Trainer trainer(cfg);
   CheckpointManager checkpoints(trainer, ckpt_args);  // signals, resume, periodic/final checkpoints
   checkpoints.start();
+  startup.reset();
   TrainSummary s = trainer.run();
   return s.exit_code;
 }

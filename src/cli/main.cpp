@@ -41,7 +41,7 @@ int finish(int code, bool from_exception) {
   std::fflush(stdout);
   std::fflush(stderr);
   if (from_exception && ht::dist().world_size > 1) ht::dist_abort(code);
-  ht::dist_finalize();
+  ht::dist_finalize(code);
   return code;
 }
 
@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
     }
   }
   ht::isolate_signals_to_receiver_thread();  // before MPI and every other thread (src/train/signals.hpp)
+  // Every wait on peers is bounded, MPI_Init included (mpi/collective_guard.hpp); 300 s is
+  // dist.timeout_s's default until a command sets the configured limit.
+  ht::collective_guard_start(300);
   try {
     ht::dist_init(&argc, &argv);
   } catch (const std::exception& e) {

@@ -364,6 +364,7 @@ void CheckpointManager::run_end(TrainSummary& s) {
       report_completed();
     }
     uint32_t f = failed_ ? kFlagWriteFailed : 0u;
+    CollectiveWait wait("final checkpoint agreement (rank 0 finishes its write)", WaitKind::while_peers_answer);
     if (world_ > 1) f = agree_step_flags(f);
     failed_ = (f & kFlagWriteFailed) != 0;
   }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "mpi/check.hpp"
+#include "mpi/collective_guard.hpp"
 #include "src/base/error.hpp"
 
 namespace ht {
@@ -30,6 +31,7 @@ std::atomic<bool> g_receiver{false};  // isolate_signals_to_receiver_thread() st
 extern "C" void ht_stop_handler(int signo) {
   int expected = 0;
   g_signal.compare_exchange_strong(expected, signo);  // keep the first; lock-free atomics are signal-safe
+  note_stop_signal(signo);  // a rank stuck in MPI ends kStopGraceS later (mpi/collective_guard.hpp)
 }
 
 const std::map<std::string, int>& signal_names() {
@@ -147,6 +149,7 @@ uint32_t agree_step_flags(uint32_t local) {
   MPI_Finalized(&finalized);
   if (!inited || finalized) return local;
   uint32_t out = 0;
+  CollectiveWait wait("agree_step_flags (MPI_Allreduce at a step boundary)");
   HT_MPI_CHECK(MPI_Allreduce(&local, &out, 1, MPI_UINT32_T, MPI_BOR, MPI_COMM_WORLD));
   return out;
 }

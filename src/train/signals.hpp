@@ -3,6 +3,8 @@
 // in a lock-free atomic (async-signal-safe); the trainer polls it at each step boundary, agrees on it
 // across ranks (agree_step_flags), saves a checkpoint and exits with code 75. A second signal while
 // the checkpoint is being written only sets the flag again, so it cannot interrupt or corrupt the save.
+// The handler also tells the collective guard (mpi/collective_guard.hpp): a rank that is stuck in an
+// MPI call when the signal comes (a lost peer) ends kStopGraceS later instead of waiting on.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,7 +56,8 @@ enum StepFlag : uint32_t {
   kFlagBudget = 1u << 3,      ///< one more step would cross run.max_* (rank 0's RunBudget, src/train/budget.hpp)
 };
 /// OR of `local` over all ranks (one MPI_Allreduce with MPI_BOR on MPI_COMM_WORLD); every rank must
-/// call it at the same step boundary. Without MPI initialised, returns `local`.
+/// call it at the same step boundary. Bounded by dist.timeout_s (a CollectiveWait). Without MPI
+/// initialised, returns `local`.
 uint32_t agree_step_flags(uint32_t local);
 
 }  // namespace ht

@@ -18,6 +18,7 @@ bool Trainer::check_replicas() {
   fnv.update(host.raw(), host.nbytes());
   const uint64_t h = fnv.value();
   uint64_t lo = h, hi = h;
+  CollectiveWait wait("replica check (MPI_Allreduce)");
   HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
   HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
   if (lo != hi)

@@ -1,0 +1,360 @@
+#include "mpi/collective_guard.hpp"
+
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "src/base/check.hpp"
+
+namespace ht {
+namespace {
+
+constexpr int kSlots = 16;
+constexpr int kTagProbe = 7101, kTagReply = 7102;
+constexpr double kPollS = 0.1;
+
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe; steady_clock on Linux
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Slot {
+  bool used = false;
+  unsigned gen = 0;
+  const char* what = "";
+  WaitKind kind = WaitKind::bounded;
+  int exit_code = 1;
+  double start = 0;
+  double next_probe = 0;  // while_peers_answer
+};
+
+std::mutex g_mu;  // slots, hosts
+Slot g_slots[kSlots];
+std::vector<std::string> g_hosts;
+int g_rank = -1;
+std::atomic<bool> g_running{false};
+std::atomic<double> g_limit{300.0};
+std::atomic<long long> g_signal_ns{0};  // monotonic time of the first stop signal, 0 = none
+std::atomic<int> g_signo{0};
+static_assert(std::atomic<long long>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+
+// Probes.
+MPI_Comm g_probe_comm = MPI_COMM_NULL;  // written once before g_probe_ready is set
+std::atomic<bool> g_probe_ready{false};
+std::mutex g_probe_mu;  // held by a probe; detach takes it, so no probe runs into MPI_Finalize
+thread_local int t_relaxed = 0;  // while_peers_answer scopes open on this thread
+std::atomic<bool> g_responder_stop{false};
+std::thread g_responder;
+
+void say(const std::string& line) {
+  std::string s = line + "\n";
+  // One write(2): no stdio lock (another thread may hold it), lines of ranks do not interleave.
+  ssize_t off = 0;
+  while (off < static_cast<ssize_t>(s.size())) {
+    ssize_t n = ::write(2, s.data() + off, s.size() - static_cast<size_t>(off));
+    if (n <= 0) break;
+    off += n;
+  }
+}
+
+std::string fmt_s(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", s);
+  return b;
+}
+
+void responder_loop() {
+  static const int kOne = 1;
+  int in = 0;
+  MPI_Request rq = MPI_REQUEST_NULL;
+  if (MPI_Irecv(&in, 1, MPI_INT, MPI_ANY_SOURCE, kTagProbe, g_probe_comm, &rq) != MPI_SUCCESS) return;
+  while (!g_responder_stop.load()) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Test(&rq, &flag, &st) != MPI_SUCCESS) return;
+    if (!flag) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    MPI_Request s = MPI_REQUEST_NULL;
+    // The answer goes out in the background: a prober that vanished must not block this thread.
+    if (MPI_Isend(&kOne, 1, MPI_INT, st.MPI_SOURCE, kTagReply, g_probe_comm, &s) == MPI_SUCCESS)
+      MPI_Request_free(&s);
+    if (MPI_Irecv(&in, 1, MPI_INT, MPI_ANY_SOURCE, kTagProbe, g_probe_comm, &rq) != MPI_SUCCESS) return;
+  }
+  MPI_Cancel(&rq);
+  MPI_Request_free(&rq);
+}
+
+/// The watchdog gives up `s`: names the lost peers and ends the process. Watchdog thread only.
+[[noreturn]] void give_up(const Slot& s, double now, bool by_signal, const std::vector<int>& unanswered, bool probed) {
+  std::string msg = "hpctrain: fatal (" + rank_host_tag() + "): " + s.what;
+  if (by_signal)
+    msg += " still waiting " + fmt_s(now - s.start) + " s after a stop signal (" + std::to_string(g_signo.load()) +
+           ") arrived (" + fmt_s(kStopGraceS) + " s allowed); no checkpoint saved at this step";
+  else if (s.kind == WaitKind::bounded)
+    msg += " did not complete within dist.timeout_s = " + fmt_s(g_limit.load()) + " s";
+  else
+    msg += " waited " + fmt_s(now - s.start) + " s for peers and a probe went unanswered";
+  if (!probed) {
+    std::vector<int> all;
+    for (int r = 0; r < static_cast<int>(g_hosts.size()); ++r)
+      if (r != g_rank) all.push_back(r);
+    msg += "; could not probe the peers; the peers were: " + describe_ranks(all);
+  } else if (unanswered.empty()) {
+    msg += "; every peer answered a probe: no rank is lost, one is slow or waits elsewhere (raise dist.timeout_s "
+           "if the step is that slow)";
+  } else {
+    msg += "; lost peers (no answer to a probe within " + fmt_s(kProbeWindowS) + " s): " + describe_ranks(unanswered);
+  }
+  msg += "; exiting with code " + std::to_string(s.exit_code) + " without MPI_Finalize (docs/exit_codes.md)";
+  say(msg);
+  // The ranks waiting in the same collective reach their limits within moments of this one; once this
+  // rank is gone the launcher kills them (SIGTERM, SIGKILL a second later), so let them print first.
+  std::this_thread::sleep_for(std::chrono::duration<double>(kExitLingerS));
+  exit_without_mpi(s.exit_code);
+}
+
+void watchdog_loop() {
+  bool signal_noted = false;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kPollS));
+    const double now = now_s();
+    const long long sig_ns = g_signal_ns.load();
+    const double sig_t = sig_ns ? static_cast<double>(sig_ns) * 1e-9 : 0;
+    const double limit = g_limit.load();
+    Slot expired, probe_for;
+    bool by_signal = false, do_probe = false, in_bounded = false;
+    int probe_slot = -1;
+    {
+      std::lock_guard lk(g_mu);
+      for (const Slot& s : g_slots) in_bounded |= s.used && s.kind == WaitKind::bounded;
+      for (int i = 0; i < kSlots && !expired.used && !do_probe; ++i) {
+        Slot& s = g_slots[i];
+        if (!s.used) continue;
+        if (s.kind == WaitKind::bounded) {
+          const double by_limit = s.start + limit;
+          const double by_sig = sig_ns ? std::max(s.start, sig_t) + kStopGraceS : INFINITY;
+          if (now >= std::min(by_limit, by_sig)) {
+            expired = s;
+            by_signal = by_sig < by_limit;
+          }
+        } else if (now >= s.next_probe) {
+          probe_for = s;
+          probe_slot = i;
+          do_probe = true;
+        }
+      }
+    }
+    if (sig_ns && in_bounded && !signal_noted && g_probe_ready.load()) {
+      // A launcher ending the job (a lost node) sends SIGTERM and SIGKILL a second later: say at once
+      // which peers this rank was waiting for, while there is time.
+      signal_noted = true;
+      const std::vector<int> lost = probe_unanswered_peers(kSignalProbeS);
+      if (!lost.empty())
+        say("hpctrain: rank " + std::to_string(g_rank) + ": stop signal " + std::to_string(g_signo.load()) +
+            " while waiting on peers; no answer to a probe within " + fmt_s(kSignalProbeS) +
+            " s from: " + describe_ranks(lost));
+    }
+    if (expired.used) {
+      bool can_probe = g_probe_ready.load();
+      const std::vector<int> lost = can_probe ? probe_unanswered_peers(kProbeWindowS) : std::vector<int>{};
+      can_probe = can_probe && g_probe_ready.load();  // not detached meanwhile (MPI_Finalize)
+      give_up(expired, now, by_signal, lost, can_probe);
+    }
+    if (do_probe) {
+      const bool can_probe = g_probe_ready.load();
+      const std::vector<int> lost = can_probe ? probe_unanswered_peers(kProbeWindowS) : std::vector<int>{};
+      std::unique_lock lk(g_mu);
+      Slot& s = g_slots[probe_slot];
+      if (!s.used || s.gen != probe_for.gen) continue;  // the wait ended meanwhile
+      if (lost.empty()) {
+        // Everyone answered: the wait goes on (a slow save is not a failed peer); after a stop signal
+        // the peers are checked more often.
+        s.next_probe = now_s() + (sig_ns ? std::min(limit, kStopGraceS) : limit);
+        continue;
+      }
+      Slot copy = s;
+      lk.unlock();
+      give_up(copy, now_s(), false, lost, true);
+    }
+  }
+}
+
+}  // namespace
+
+void collective_guard_start(double limit_s) {
+  if (g_running.exchange(true)) return;
+  if (limit_s > 0) g_limit = limit_s;
+  std::thread(watchdog_loop).detach();
+}
+
+bool collective_guard_running() { return g_running.load(); }
+
+void set_collective_time_limit(double limit_s) { g_limit = limit_s > 0 ? limit_s : INFINITY; }
+
+double collective_time_limit() { return g_limit.load(); }
+
+void collective_guard_attach(MPI_Comm world, int rank, const std::vector<std::string>& hosts) {
+  {
+    std::lock_guard lk(g_mu);
+    g_rank = rank;
+    g_hosts = hosts;
+  }
+  if (!g_running.load() || g_probe_ready.load()) return;
+  MPI_Comm c = MPI_COMM_NULL;
+  {
+    CollectiveWait w("MPI_Comm_dup (start-up)");
+    if (MPI_Comm_dup(world, &c) != MPI_SUCCESS) return;
+  }
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  g_probe_comm = c;
+  g_probe_ready = true;
+  g_responder_stop = false;
+  g_responder = std::thread(responder_loop);
+}
+
+void collective_guard_detach() {
+  {
+    std::lock_guard lk(g_probe_mu);
+    g_probe_ready = false;
+  }
+  if (!g_responder.joinable()) return;
+  g_responder_stop = true;
+  g_responder.join();
+}
+
+void note_stop_signal(int signo) noexcept {
+  long long expected = 0;
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const long long ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+  if (g_signal_ns.compare_exchange_strong(expected, ns)) g_signo.store(signo);
+}
+
+CollectiveWait::CollectiveWait(const char* what, WaitKind kind, int exit_code) {
+  if (!g_running.load()) return;
+  // Inside a while_peers_answer scope of this thread, the outer scope covers every inner wait.
+  if (t_relaxed > 0) return;
+  if (kind == WaitKind::while_peers_answer) {
+    ++t_relaxed;
+    relaxed_ = true;
+  }
+  std::lock_guard lk(g_mu);
+  for (int i = 0; i < kSlots; ++i) {
+    Slot& s = g_slots[i];
+    if (s.used) continue;
+    const double t = now_s();
+    s.used = true;
+    ++s.gen;
+    s.what = what;
+    s.kind = kind;
+    s.exit_code = exit_code;
+    s.start = t;
+    s.next_probe = t + g_limit.load();
+    slot_ = i;
+    return;
+  }
+  // More than kSlots threads in MPI at once does not happen in hpctrain (at most main, the
+  // communication thread and the checkpoint writer); such a wait is simply not guarded.
+}
+
+CollectiveWait::~CollectiveWait() {
+  if (relaxed_) --t_relaxed;
+  if (slot_ < 0) return;
+  std::lock_guard lk(g_mu);
+  g_slots[slot_].used = false;
+}
+
+std::vector<int> probe_unanswered_peers(double window_s) {
+  std::vector<int> lost;
+  std::lock_guard probe_lk(g_probe_mu);
+  if (!g_probe_ready.load()) return lost;
+  int n = 0, me = 0;
+  MPI_Comm_size(g_probe_comm, &n);
+  MPI_Comm_rank(g_probe_comm, &me);
+  static const int kProbe = 1;
+  // Heap buffers, never freed on the failure path: a peer may still answer after we gave up.
+  auto* replies = new int[static_cast<size_t>(n)]();
+  std::vector<MPI_Request> rr(static_cast<size_t>(n), MPI_REQUEST_NULL);
+  std::vector<char> got(static_cast<size_t>(n), 0);
+  for (int p = 0; p < n; ++p) {
+    if (p == me) {
+      got[static_cast<size_t>(p)] = 1;
+      continue;
+    }
+    if (MPI_Irecv(&replies[p], 1, MPI_INT, p, kTagReply, g_probe_comm, &rr[static_cast<size_t>(p)]) != MPI_SUCCESS)
+      continue;
+    MPI_Request s = MPI_REQUEST_NULL;
+    if (MPI_Isend(&kProbe, 1, MPI_INT, p, kTagProbe, g_probe_comm, &s) == MPI_SUCCESS) MPI_Request_free(&s);
+  }
+  const double end = now_s() + window_s;
+  for (;;) {
+    bool all = true;
+    for (int p = 0; p < n; ++p) {
+      if (got[static_cast<size_t>(p)]) continue;
+      int flag = 0;
+      if (rr[static_cast<size_t>(p)] != MPI_REQUEST_NULL &&
+          MPI_Test(&rr[static_cast<size_t>(p)], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
+        got[static_cast<size_t>(p)] = 1;
+      else
+        all = false;
+    }
+    if (all || now_s() >= end) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int p = 0; p < n; ++p)
+    if (!got[static_cast<size_t>(p)]) lost.push_back(p);
+  if (lost.empty()) delete[] replies;  // every receive completed
+  return lost;
+}
+
+std::string describe_ranks(const std::vector<int>& ranks) {
+  std::vector<std::string> hosts;
+  {
+    std::lock_guard lk(g_mu);
+    hosts = g_hosts;
+  }
+  std::vector<std::pair<std::string, std::vector<int>>> by_host;  // in order of first rank
+  for (int r : ranks) {
+    const std::string h = r >= 0 && r < static_cast<int>(hosts.size()) ? hosts[static_cast<size_t>(r)] : "?";
+    auto it = std::find_if(by_host.begin(), by_host.end(), [&](const auto& e) { return e.first == h; });
+    if (it == by_host.end()) by_host.push_back({h, {r}});
+    else it->second.push_back(r);
+  }
+  std::string out;
+  for (const auto& [h, rs] : by_host) {
+    if (!out.empty()) out += ", ";
+    out += h + (rs.size() == 1 ? " (rank " : " (ranks ");
+    for (size_t i = 0; i < rs.size(); ++i) out += (i ? ", " : "") + std::to_string(rs[i]);
+    out += ")";
+  }
+  return out.empty() ? "none" : out;
+}
+
+void exit_without_mpi(int code) {
+  // stdio may be locked by a thread stuck elsewhere: flush from a helper thread and give it
+  // kExitFlushS, then end without running destructors or atexit handlers (MPI's would block).
+  static std::atomic<bool> flushed{false};
+  std::thread([] {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    flushed = true;
+  }).detach();
+  const double end = now_s() + kExitFlushS;
+  while (!flushed.load() && now_s() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::_exit(code);
+}
+
+}  // namespace ht

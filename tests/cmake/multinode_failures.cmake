@@ -1,0 +1,12 @@
+# Lost peers (issue 14 items 3 and 4; the collective guard, mpi/collective_guard.hpp).
+# Single host, under mpirun (label mpi, part of scripts/test.sh, about 15 s each): a SIGSTOPped peer,
+# SIGTERM to a rank stuck waiting on it, and a slow checkpoint save that must not be taken for a lost peer.
+foreach(t stalled term_while_stuck slow_save)
+  ht_add_script_test(mpi_lost_peer_${t} mpi/test_lost_peer.py ARGS ${t} LABELS mpi TIMEOUT 120)
+endforeach()
+# On the simulated cluster (tests/cluster/cluster.sh; label multinode, not in scripts/test.sh; 77 where no
+# cluster can be built): node2's link pulled mid-step, node2's processes SIGKILLed mid-step. Each test
+# bounds itself (HT_TEST_LIMIT_S inside, the ctest TIMEOUT above it); one cluster at a time.
+ht_add_script_test(multinode_netsplit multinode/test_netsplit.sh LABELS multinode TIMEOUT 200)
+ht_add_script_test(multinode_node_dies multinode/test_node_dies.sh LABELS multinode TIMEOUT 300)
+set_tests_properties(multinode_netsplit multinode_node_dies PROPERTIES RESOURCE_LOCK ht_cluster)

@@ -1,0 +1,162 @@
+"""A peer that stops answering, on one host (issue 14 items 3 and 4, the collective guard in
+mpi/collective_guard.hpp). usage: test_lost_peer.py stalled | term_while_stuck | slow_save
+
+stalled: 2 ranks train (dist.timeout_s = 4); rank 1 is SIGSTOPped mid-run. Rank 0 must exit 1
+  within dist.timeout_s + 10 s, naming rank 1 and its host as lost; mpirun exits non-zero; no rank left.
+term_while_stuck: the same with dist.timeout_s = 120; 2 s after the stall rank 0 gets SIGTERM. It must
+  say at once which peer does not answer and end within 10 s + the grace of the signal, not 120 s.
+slow_save: rank 0's checkpoint writes take 6 s (ckpt_write_delay_ms) with dist.timeout_s = 2: the
+  other rank waits behind the save while rank 0 answers probes, and the run finishes (exit 0).
+Environment (ctest): HT_BIN, HT_MPIEXEC, OMPI_* for root/oversubscribe."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HT = os.environ["HT_BIN"]
+MPIRUN = os.environ.get("HT_MPIEXEC", "mpirun")
+GRACE = 10.0  # docs/exit_codes.md#lost-peers
+SLACK = 3.0   # a loaded 2-core machine
+
+
+def flags(run_dir, *extra):
+    opts = {"--data.synthetic": "true", "--data.synthetic_samples": "400000", "--data.synthetic_height": "8",
+            "--data.synthetic_width": "8", "--data.synthetic_channels": "1", "--model.name": "mlp",
+            "--model.mlp_hidden": "32", "--run.dir": run_dir, "--run.seed": "7", "--train.device": "cpu",
+            "--train.threads": "1", "--train.log_every_steps": "1000", "--train.global_batch": "64",
+            "--train.epochs": "0", "--train.max_steps": "100000", "--optim.schedule": "constant"}
+    opts.update(zip(extra[::2], extra[1::2]))
+    return [t for kv in opts.items() for t in kv]
+
+
+def start(run_dir, *extra, env=None):
+    # Each rank's stderr to its own file (not through mpirun), pids known from the files' names.
+    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "-np", "2", "bash", "-c",
+           'echo $$ > "$0.rank$OMPI_COMM_WORLD_RANK.pid"; exec "$1" train "${@:2}" 2>"$0.rank$OMPI_COMM_WORLD_RANK.err"',
+           run_dir, HT] + flags(run_dir, *extra)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, **(env or {})))
+
+
+def steps(run_dir):
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            return sum(1 for line in f if '"step"' in line and json.loads(line)["event"] == "step")
+    except (FileNotFoundError, json.JSONDecodeError):
+        return 0
+
+
+def wait_steps(p, run_dir, n, limit=60):
+    t0 = time.time()
+    while steps(run_dir) < n:
+        if p.poll() is not None:
+            raise SystemExit(f"FAIL: the run ended before step {n}:\n{p.stdout.read()[-3000:]}")
+        if time.time() - t0 > limit:
+            raise SystemExit(f"FAIL: step {n} not reached in {limit} s")
+        time.sleep(0.1)
+
+
+def pid(run_dir, r):
+    with open(f"{run_dir}.rank{r}.pid") as f:
+        return int(f.read())
+
+
+def alive(p):
+    try:
+        with open(f"/proc/{p}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pids, limit, t0):
+    """Seconds since t0 at which each pid had gone; None for pids still there after limit."""
+    out = {p: None for p in pids}
+    while time.time() - t0 < limit and any(v is None for v in out.values()):
+        for p in pids:
+            if out[p] is None and not alive(p):
+                out[p] = time.time() - t0
+        time.sleep(0.05)
+    return out
+
+
+def err(run_dir, r):
+    with open(f"{run_dir}.rank{r}.err") as f:
+        return f.read()
+
+
+def cleanup(p, pids):
+    for q in pids:
+        if alive(q):
+            os.kill(q, signal.SIGKILL)
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def stalled(tmp):
+    d = os.path.join(tmp, "stalled")
+    p = start(d, "--dist.timeout_s", "4")
+    try:
+        wait_steps(p, d, 30)
+        r0, r1 = pid(d, 0), pid(d, 1)
+        t0 = time.time()
+        os.kill(r1, signal.SIGSTOP)
+        gone = wait_gone([r0], 4 + GRACE + SLACK, t0)
+        assert gone[r0] is not None, f"rank 0 still running {4 + GRACE + SLACK} s after rank 1 stalled"
+        rc = p.wait(timeout=20)
+        e = err(d, 0)
+        assert "did not complete within dist.timeout_s = 4.0 s" in e and "lost peers" in e, e
+        host = os.uname().nodename
+        assert f"{host} (rank 1)" in e, e
+        assert rc != 0, f"mpirun exited {rc}"
+        time.sleep(0.5)
+        assert not alive(r1), "the stalled rank 1 was left behind"
+        print(f"stalled peer: rank 0 gone after {gone[r0]:.1f} s (limit 4 + {GRACE:.0f} s), mpirun exit {rc}")
+    finally:
+        cleanup(p, [q for q in (pid(d, 0), pid(d, 1)) if os.path.exists(f"{d}.rank0.pid")])
+
+
+def term_while_stuck(tmp):
+    d = os.path.join(tmp, "term")
+    p = start(d, "--dist.timeout_s", "120")
+    try:
+        wait_steps(p, d, 30)
+        r0, r1 = pid(d, 0), pid(d, 1)
+        os.kill(r1, signal.SIGSTOP)
+        time.sleep(2)
+        t0 = time.time()
+        os.kill(r0, signal.SIGTERM)
+        gone = wait_gone([r0], 10 + GRACE + SLACK, t0)
+        assert gone[r0] is not None, f"rank 0 still running {10 + GRACE + SLACK} s after SIGTERM (stuck in MPI)"
+        e = err(d, 0)
+        assert f"no answer to a probe within 0.5 s from: {os.uname().nodename} (rank 1)" in e, e
+        assert "after a stop signal" in e, e
+        print(f"SIGTERM while stuck: rank 0 gone {gone[r0]:.1f} s after the signal (dist.timeout_s 120)")
+    finally:
+        cleanup(p, [pid(d, 0), pid(d, 1)])
+
+
+def slow_save(tmp):
+    d = os.path.join(tmp, "slow")
+    p = start(d, "--dist.timeout_s", "2", "--train.max_steps", "40", "--checkpoint.every_steps", "20",
+              env={"HT_TEST_FAULTS": "ckpt_write_delay_ms=6000"})
+    try:
+        out, _ = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, f"exit {p.returncode}:\n{out[-2000:]}\n{err(d, 0)}\n{err(d, 1)}"
+    assert steps(d) == 40
+    print("slow save (6 s per write, dist.timeout_s 2): finished, exit 0")
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        {"stalled": stalled, "term_while_stuck": term_while_stuck, "slow_save": slow_save}[sys.argv[1]](tmp)
+    print("PASS")

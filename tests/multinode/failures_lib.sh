@@ -1,0 +1,100 @@
+# Shared by tests/multinode/test_*.sh (issue 14 items 3 and 4: a node dies, the network splits).
+# Sources the cluster helper's tests/cluster/lib.sh (HT_CLUSTER_LIB overrides its path), which re-runs
+# the calling test inside a fresh simulated cluster and exits 77 where none can be built.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cluster_lib=${HT_CLUSTER_LIB:-$here/../cluster/lib.sh}
+[[ -f $cluster_lib ]] || { echo "SKIP: no simulated cluster ($cluster_lib missing)" >&2; exit 77; }
+# shellcheck source=../cluster/lib.sh
+source "$cluster_lib"
+# shellcheck source=../cluster/cluster.sh
+source "$(dirname "$cluster_lib")/cluster.sh"
+
+TIMEOUT_S=${TIMEOUT_S:-10}  # dist.timeout_s of the runs
+GRACE_S=10                  # the grace docs/exit_codes.md states
+SLACK_S=3                   # polling and a loaded 2-core machine
+
+# long_run RUN_DIR HOSTS LOG [FLAGS...]: starts a long synthetic run (4 ranks) in the background; sets
+# MPIRUN_PID. Each rank's stderr goes straight to RUN_DIR.rankR.err (shared directory): a job that
+# mpirun aborts, or a node cut off from it, loses what is forwarded through mpirun.
+long_run() {
+  local dir=$1 hosts=$2 log=$3
+  shift 3
+  # shellcheck disable=SC2046,SC2016
+  mpirun --bind-to none --host "$hosts" -x HT_ERR_PREFIX="$dir" \
+    bash -c 'exec "$0" "$@" 2>"$HT_ERR_PREFIX.rank$OMPI_COMM_WORLD_RANK.err"' "$HT_BIN" train \
+    $(ht_small_flags --run.dir "$dir" --data.synthetic_samples 400000 --train.max_steps 100000 \
+      --optim.schedule constant --dist.timeout_s "$TIMEOUT_S" --checkpoint.every_steps 20 "$@") >"$log" 2>&1 &
+  MPIRUN_PID=$!
+}
+
+# steps_logged RUN_DIR: step records in metrics.jsonl so far.
+steps_logged() { local n; n=$(grep -c '"event": *"step"' "$1/metrics.jsonl" 2>/dev/null); echo "${n:-0}"; }
+
+# wait_steps RUN_DIR N LIMIT_S: until N steps are logged (fails the test after LIMIT_S).
+wait_steps() {
+  local t=0
+  while (( $(steps_logged "$1") < $2 )); do
+    sleep 0.2
+    t=$((t + 1))
+    (( t < $3 * 5 )) || fail "the run did not reach step $2 in $3 s"
+    kill -0 "$MPIRUN_PID" 2>/dev/null || fail "mpirun ended before step $2"
+  done
+}
+
+# rank_pids NODE: pids of the hpctrain processes in NODE's network namespace.
+rank_pids() {
+  local p
+  for p in $(ht_cluster_pids "$1"); do
+    [[ $(cat "/proc/$p/comm" 2>/dev/null) == hpctrain ]] && echo "$p"
+  done
+}
+
+# wait_gone LIMIT_S PID...: waits until every PID has exited; prints "PID SECONDS" for each as it
+# goes (seconds since T0, a global set by the caller with $EPOCHREALTIME); returns 1 if some are left.
+wait_gone() {
+  local limit=$1 p left
+  shift
+  declare -A seen=()
+  while :; do
+    left=0
+    for p in "$@"; do
+      [[ -n ${seen[$p]:-} ]] && continue
+      if [[ -d /proc/$p ]] && [[ $(cat "/proc/$p/stat" 2>/dev/null | awk '{print $3}') != Z ]]; then
+        left=1
+      else
+        seen[$p]=1
+        echo "$p $(elapsed)"
+      fi
+    done
+    (( left == 0 )) && return 0
+    awk -v e="$(elapsed)" -v l="$limit" 'BEGIN { exit !(e > l) }' && return 1
+    sleep 0.1
+  done
+}
+
+elapsed() { awk -v a="$EPOCHREALTIME" -v b="$T0" 'BEGIN { printf "%.1f", a - b }'; }
+
+# rank_log DIR R: rank R's stderr (long_run).
+rank_log() { cat "$1.rank$2.err" 2>/dev/null; }
+
+# stop_mpirun: ends mpirun (TERM twice: its "abort in progress, hit ctrl-c again"; then KILL).
+stop_mpirun() {
+  local i
+  for sig in TERM TERM KILL; do
+    kill -0 "$MPIRUN_PID" 2>/dev/null || return 0
+    kill -"$sig" "$MPIRUN_PID" 2>/dev/null
+    for i in $(seq 30); do kill -0 "$MPIRUN_PID" 2>/dev/null || return 0; sleep 0.1; done
+  done
+}
+
+# leftover NODE: processes in NODE's namespace other than the cluster's own (holder, head shell).
+leftover() {
+  local p holder
+  holder=$(ht_cluster_pid "$1")
+  for p in $(ht_cluster_pids "$1"); do
+    [[ $p == "$holder" ]] && continue
+    case $(cat "/proc/$p/comm" 2>/dev/null) in
+      hpctrain|orted|mpirun|node_rsh.sh) echo "$p $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-80)" ;;
+    esac
+  done
+}
