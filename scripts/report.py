@@ -272,9 +272,9 @@ class Run:
 
     def checkpoint_lost_ms(self, c):
         """Training time a checkpoint cost: collecting the state and waiting for the previous write;
-        a final or signal checkpoint is also waited for."""
+        a final, signal or budget checkpoint is also waited for."""
         lost = (num(c.get("copy_ms")) or 0.0) + (num(c.get("stall_ms")) or 0.0)
-        if c.get("reason") in ("final", "signal"):
+        if c.get("reason") in ("final", "signal", "budget"):
             lost += num(c.get("write_ms")) or 0.0
         return lost
 
@@ -354,8 +354,12 @@ class Run:
                 epochs[ep]["top1"] = num(ev.get("top1"))
                 epochs[ep]["eval_s"] = (num(ev.get("eval_ms")) or 0.0) / 1000.0
         S["epochs"] = [epochs[k] for k in sorted(epochs)]
+        for e in self.skipped:  # a skipped batch is not retried: it still belongs to its epoch
+            d = epochs.get(int(num(e.get("epoch")) or 0))
+            if d is not None:
+                d["skipped"] = d.get("skipped", 0) + 1
         spe = num(self.last_start.get("steps_per_epoch"))
-        full = [d for d in S["epochs"] if spe and d["steps"] >= spe]
+        full = [d for d in S["epochs"] if spe and d["steps"] + d.get("skipped", 0) >= spe]
         S["epoch_s_mean"] = (sum(d["train_s"] + d.get("eval_s", 0.0) for d in full) / len(full)) if full else None
         # Breakdown.
         parts = {}
@@ -395,8 +399,8 @@ class Run:
         # Cost.
         S["device_hours"] = sum(s.duration_s() * s.world_size() for s in self.sessions) / 3600.0
         S["device_unit"] = "GPU-hours" if self.devices == "cuda" else "rank-hours"
-        if price is None:
-            price = num(_float_or_none(self.cfg("run", "price_per_gpu_hour")))
+        if price is None:  # run.price_per_gpu_hour of the run's config (0: not set)
+            price = num(_float_or_none(self.cfg("run", "price_per_gpu_hour"))) or None
         S["price_per_gpu_hour"] = price
         S["spot_price_per_gpu_hour"] = spot
         S["cost"] = S["device_hours"] * price if price is not None else None
@@ -549,7 +553,7 @@ def run_table(S):
                             f"memory max {fmt((S['gpu_memory_max_bytes'] or 0) / 2**30, '.1f')} GiB, "
                             f"temperature max {fmt(S['gpu_temperature_max_c'], '.0f')} C, power mean {fmt(S['gpu_power_mean_w'], '.0f')} W"))
     if S["recorded_budget_fields"]:
-        rows.append(("recorded by the run (run_end)", ", ".join(f"{k} {v}" for k, v in S["recorded_budget_fields"].items())))
+        rows.append(("recorded by the run (last run_end)", ", ".join(f"{k} {v}" for k, v in S["recorded_budget_fields"].items())))
     out = ["| | |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in rows]
     return out
@@ -594,13 +598,16 @@ def warning_list(run, limit=20):
     w = run.warnings()
     if not w:
         return []
-    out = ["", f"### Warnings ({len(w)})", "", "| time | step | kind | message |", "|---|---|---|---|"]
+    out = ["", f"### Warnings ({len(w)})", "", "| time | steps | kind | message | knob |", "|---|---|---|---|---|"]
+
+    def cell(v):
+        return str(v).replace("|", "\\|").replace("\n", " ")
     for e in w[:limit]:
         k = e.get("kind") or e.get("cause") or e.get("reason") or e.get("type") or "warning"
-        msg = warning_text(e).replace("|", "\\|").replace("\n", " ")
-        out.append(f"| {fmt_s(run.rel_time(e))} | {e.get('step', '-')} | {k} | {msg} |")
+        steps = f"{e['first_step']}-{e.get('step')}" if "first_step" in e else e.get("step", "-")
+        out.append(f"| {fmt_s(run.rel_time(e))} | {steps} | {cell(k)} | {cell(warning_text(e))} | {cell(e.get('knob', ''))} |")
     if len(w) > limit:
-        out.append(f"| ... | | | {len(w) - limit} more in metrics.jsonl |")
+        out.append(f"| ... | | | {len(w) - limit} more in metrics.jsonl | |")
     return out
 
 

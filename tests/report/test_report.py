@@ -197,19 +197,19 @@ with open(os.path.join(A, "metrics.jsonl")) as f, open(os.path.join(W, "metrics.
     for line in lines[:-1]:
         g.write(line)
     t = json.loads(lines[-1])["time"]
-    for k, kind in enumerate(["data_bound", "data_bound", "slow_rank"]):
-        g.write(json.dumps({"event": "warning", "time": t + k, "step": 40 + k, "kind": kind,
-                            "message": f"warning number {k}: look at data.prefetch"}) + "\n")
+    for k, kind in enumerate(["data_loading", "data_loading", "slow_rank"]):
+        g.write(json.dumps({"event": "warning", "source": "watchdog", "time": t + k, "first_step": 30 + k, "step": 40 + k,
+                            "kind": kind, "message": f"warning number {k}", "knob": "data.prefetch"}) + "\n")
     end = json.loads(lines[-1])
-    end.update(status="budget", exit_code=3, cost=1.25)
+    end.update(status="budget", exit_code=3, wall_hours=0.01, gpu_hours=0.02, cost=1.25, price_per_gpu_hour=62.5)
     g.write(json.dumps(end) + "\n")
 OUT_W = os.path.join(TMP, "report_warn")
 rc, out = report(W, "--out", OUT_W)
 Sw = summary(OUT_W)[0] if rc == 0 else {}
-check(rc == 0 and Sw["warnings"] == 3 and Sw["warning_kinds"] == {"data_bound": 2, "slow_rank": 1},
+check(rc == 0 and Sw["warnings"] == 3 and Sw["warning_kinds"] == {"data_loading": 2, "slow_rank": 1},
       f"3 warnings counted by kind ({Sw.get('warning_kinds')})") or print(out)
 md_w = open(os.path.join(OUT_W, "report.md")).read() if rc == 0 else ""
-check("### Warnings (3)" in md_w and "warning number 2: look at data.prefetch" in md_w, "report.md lists the warnings")
+check("### Warnings (3)" in md_w and "| 32-42 | slow_rank | warning number 2 | data.prefetch |" in md_w, "report.md lists the warnings")
 check("divergent ranks" in md_w, "a slow_rank warning makes the verdict name divergent ranks")
 check(Sw.get("budget_stops") == 1 and Sw.get("recorded_budget_fields", {}).get("cost") == 1.25, "the budget stop and its cost are shown")
 
