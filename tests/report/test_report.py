@@ -1,9 +1,10 @@
 """hpctrain report (scripts/report.py through src/cli/cmd_report.cpp; docs/report.md).
-A real 2-rank run (fmnist_cnn on synthetic 28x28x1 data, 3 epochs of 16 steps) started three times:
-  1. a NaN injected at step 5 (one skipped step), then SIGTERM after step 15: stopped, exit 75;
-  2. resumed from step 15, crashes at step 27 (injected failure, no run_end): the rerun resumes from the
-     step-20 checkpoint, so steps 21..26 are logged twice;
-  3. resumed from step 20 to the end.
+A real 2-rank run (fmnist_cnn on synthetic 28x28x1 data, 3 epochs of 8 steps, a checkpoint every 5)
+started three times:
+  1. a NaN injected at step 3 (one skipped step), then SIGTERM after step 9: stopped, exit 75;
+  2. resumed from step 9, crashes after step 17 (injected failure, no run_end): the rerun resumes from
+     the step-15 checkpoint, so steps 16 and 17 are logged twice;
+  3. resumed from step 15 to the end.
 The report's figures must equal what the test computes itself from metrics.jsonl (last record of a
 step wins), the PNGs must be valid, GPU plots must appear exactly when NVML fields are present, two
 run directories overlay, a run still going (live, and a cut last line) works, and bad RUN_DIRs or a
@@ -16,7 +17,7 @@ import zlib
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt"))
 from common import *  # noqa: E402,F401  (run, start, metrics, check, faults, fresh_dir, finish, HT, wait_for_step)
 
-BASE = ["--data.synthetic", "true", "--data.synthetic_samples", "512", "--data.synthetic_height", "28",
+BASE = ["--data.synthetic", "true", "--data.synthetic_samples", "256", "--data.synthetic_height", "28",
         "--data.synthetic_width", "28", "--data.synthetic_channels", "1", "--model.name", "fmnist_cnn",
         "--train.global_batch", "32", "--train.device", "cpu", "--train.log_every_steps", "1000"]
 PNGS = ["loss_lr.png", "eval.png", "throughput.png", "step_breakdown.png"]
@@ -101,16 +102,16 @@ def near(a, b, tol=1e-9):
 
 # ---- the preempted, crashed and resumed run --------------------------------------------------------
 A = fresh_dir("a")
-args = BASE + ["--train.epochs", "3", "--checkpoint.every_steps", "10", "--run.dir", A]
-rc, out = run(args, np_ranks=2, env=faults(nan_at_step=5, signal_at_step=15))
-check(rc == 75, f"start 1 (NaN at step 5, SIGTERM after step 15) exits 75 (got {rc})") or print(out)
-rc, out = run(args, np_ranks=2, env=faults(fail_at_step=27))
-check(rc != 0 and rc != 75, f"start 2 crashes at step 27 (got {rc})") or print(out)
+args = BASE + ["--train.epochs", "3", "--checkpoint.every_steps", "5", "--run.dir", A]
+rc, out = run(args, np_ranks=2, env=faults(nan_at_step=3, signal_at_step=9))
+check(rc == 75, f"start 1 (NaN at step 3, SIGTERM after step 9) exits 75 (got {rc})") or print(out)
+rc, out = run(args, np_ranks=2, env=faults(fail_at_step=17))
+check(rc != 0 and rc != 75, f"start 2 crashes after step 17 (got {rc})") or print(out)
 rc, out = run(args, np_ranks=2)
 check(rc == 0, f"start 3 finishes (got {rc})") or print(out)
 x = expected(A)
-# 3 epochs of 16 batches; the skipped batch is not retried, so 47 optimizer steps.
-check(x["steps"] == 48 - x["skipped"] and x["restarts"] == 2 and x["redone"] > 0 and x["skipped"] == 1 and x["run_ends"] == 2,
+# 3 epochs of 8 batches; the skipped batch is not retried, so 23 optimizer steps.
+check(x["steps"] == 24 - x["skipped"] and x["restarts"] == 2 and x["redone"] > 0 and x["skipped"] == 1 and x["run_ends"] == 2,
       f"metrics.jsonl holds the story: {x['steps']} steps, {x['restarts']} restarts, {x['redone']} steps logged twice, "
       f"{x['skipped']} skipped, {x['run_ends']} run_end")
 
@@ -152,7 +153,7 @@ check(len(sess) == 3 and near(S["device_hours"], dh, 1e-6), f"rank-hours {S['dev
 check(near(S["cost"], 3 * dh, 1e-6) and near(S["spot_cost"], dh, 1e-6), f"cost {S['cost']:.6f} on demand, {S['spot_cost']:.6f} spot")
 md = open(os.path.join(OUT_A, "report.md")).read()
 check(f"| restarts | {x['restarts']} (preemptions/stops 1, killed or crashed 1" in md, "report.md: restarts row")
-check(f"| steps | {x['steps']} of 48 |" in md, "report.md: steps row")
+check(f"| steps | {x['steps']} of 24 |" in md, "report.md: steps row")
 check(f"final {x['final_top1']:.4f}, best {x['best_top1']:.4f}" in md, "report.md: top-1 row")
 check(("**Healthy.**" in md) != ("**Not healthy.**" in md), "report.md has one verdict")
 check("1 step(s) skipped for a non-finite loss" in md, "the verdict mentions the skipped step")
@@ -198,7 +199,7 @@ with open(os.path.join(A, "metrics.jsonl")) as f, open(os.path.join(W, "metrics.
         g.write(line)
     t = json.loads(lines[-1])["time"]
     for k, kind in enumerate(["data_loading", "data_loading", "slow_rank"]):
-        g.write(json.dumps({"event": "warning", "source": "watchdog", "time": t + k, "first_step": 30 + k, "step": 40 + k,
+        g.write(json.dumps({"event": "warning", "source": "watchdog", "time": t + k, "first_step": 10 + k, "step": 20 + k,
                             "kind": kind, "message": f"warning number {k}", "knob": "data.prefetch"}) + "\n")
     end = json.loads(lines[-1])
     end.update(status="budget", exit_code=3, wall_hours=0.01, gpu_hours=0.02, cost=1.25, price_per_gpu_hour=62.5)
@@ -209,7 +210,7 @@ Sw = summary(OUT_W)[0] if rc == 0 else {}
 check(rc == 0 and Sw["warnings"] == 3 and Sw["warning_kinds"] == {"data_loading": 2, "slow_rank": 1},
       f"3 warnings counted by kind ({Sw.get('warning_kinds')})") or print(out)
 md_w = open(os.path.join(OUT_W, "report.md")).read() if rc == 0 else ""
-check("### Warnings (3)" in md_w and "| 32-42 | slow_rank | warning number 2 | data.prefetch |" in md_w, "report.md lists the warnings")
+check("### Warnings (3)" in md_w and "| 12-22 | slow_rank | warning number 2 | data.prefetch |" in md_w, "report.md lists the warnings")
 check("divergent ranks" in md_w, "a slow_rank warning makes the verdict name divergent ranks")
 check(Sw.get("budget_stops") == 1 and Sw.get("recorded_budget_fields", {}).get("cost") == 1.25, "the budget stop and its cost are shown")
 
