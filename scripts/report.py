@@ -279,8 +279,8 @@ class Run:
         return lost
 
     def gpu_series(self):
-        """field -> rank -> [(time s, value)] from the NVML fields of step events (rank 0's GPU, or one
-        value per rank when a field holds a list)."""
+        """field -> rank -> [(time s, value, session)] from the NVML fields of step events (rank 0's GPU,
+        or one value per rank when a field holds a list)."""
         out = {}
         for e in self.steps:
             t = self.rel_time(e)
@@ -292,7 +292,7 @@ class Run:
                 for r, x in enumerate(vals):
                     x = num(x)
                     if x is not None:
-                        out.setdefault(f, {}).setdefault(r, []).append((t, x))
+                        out.setdefault(f, {}).setdefault(r, []).append((t, x, e.get("_session")))
         return out
 
     def summary(self, price, spot):
@@ -387,14 +387,14 @@ class Run:
         # GPU.
         g = self.gpu_series()
         S["gpu_fields"] = sorted(g)
-        util = [v for r in g.get("gpu_util_pct", {}).values() for _, v in r]
+        util = [v for r in g.get("gpu_util_pct", {}).values() for _, v, _ in r]
         S["gpu_util_mean_pct"] = sum(util) / len(util) if util else None
         S["gpu_util_low_share"] = (sum(1 for v in util if v < GPU_UTIL_MIN_PCT) / len(util)) if util else None
         for f, key in (("gpu_memory_used_bytes", "gpu_memory_max_bytes"), ("gpu_temperature_c", "gpu_temperature_max_c"),
                        ("gpu_power_w", "gpu_power_max_w")):
-            v = [x for r in g.get(f, {}).values() for _, x in r]
+            v = [x for r in g.get(f, {}).values() for _, x, _ in r]
             S[key] = max(v) if v else None
-        pw = [x for r in g.get("gpu_power_w", {}).values() for _, x in r]
+        pw = [x for r in g.get("gpu_power_w", {}).values() for _, x, _ in r]
         S["gpu_power_mean_w"] = sum(pw) / len(pw) if pw else None
         # Cost.
         S["device_hours"] = sum(s.duration_s() * s.world_size() for s in self.sessions) / 3600.0
@@ -763,7 +763,7 @@ def plots(runs, out_dir, plt):
         a2.set_xlabel("mean ms per step")
         a2.set_title("Mean over the run")
     else:
-        fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(runs)))
+        fig, ax = plt.subplots(figsize=(10, 1.8 + 0.6 * len(runs)))
         left = [0.0] * len(runs)
         for j, n in enumerate(names):
             vals = []
@@ -780,8 +780,8 @@ def plots(runs, out_dir, plt):
             ax.barh([r.label for r in runs], vals, left=left, color=pc[n], label=n)
             left = [a + b for a, b in zip(left, vals)]
         ax.set_xlabel("mean ms per step")
-        ax.legend(fontsize=7, ncol=4, loc="lower right")
-        ax.set_title("Where the step time goes")
+        ax.legend(fontsize=7, ncol=len(names), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+        ax.set_title("Where the step time goes", pad=24)
     save(fig, "step_breakdown.png", "step-time breakdown")
 
     # GPU (NVML) figures.
@@ -791,8 +791,13 @@ def plots(runs, out_dir, plt):
         for ax, (f, title) in zip(axes.flat, GPU_FIELDS):
             for i, (r, g) in enumerate(series):
                 for rank, pts in sorted(g.get(f, {}).items()):
-                    xs = [t / tdiv for t, _ in pts]
-                    ys = [v / 2**30 if f.endswith("_bytes") else v for _, v in pts]
+                    xs, ys = [], []
+                    for j, (t, v, si) in enumerate(pts):
+                        if j and si != pts[j - 1][2]:  # no line across the gap between two starts
+                            xs.append(math.nan)
+                            ys.append(math.nan)
+                        xs.append(t / tdiv)
+                        ys.append(v / 2**30 if f.endswith("_bytes") else v)
                     ls = ["-", "--", "-.", ":"][rank % 4]
                     lab = (f"{r.label} " if many else "") + f"rank {rank}"
                     ax.plot(xs, ys, ls, color=colors[(i if many else rank) % len(colors)], lw=1, label=lab)
