@@ -512,7 +512,7 @@ def fmt_s(s):
         return f"{s:.1f} s"
     h, rem = divmod(int(round(s)), 3600)
     m, sec = divmod(rem, 60)
-    return f"{h}:{m:02d}:{sec:02d}" + (" h" if h else "")
+    return f"{h}:{m:02d}:{sec:02d} h" if h else f"{m}:{sec:02d} min"
 
 
 def fmt(v, spec=".4f", dash="-"):
@@ -520,7 +520,7 @@ def fmt(v, spec=".4f", dash="-"):
 
 
 def money(v):
-    return "-" if v is None else f"{v:,.2f}"
+    return "-" if v is None else f"{v:,.2f}" if v >= 1 else f"{v:.4f}"
 
 
 def run_table(S):
