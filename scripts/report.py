@@ -109,7 +109,8 @@ def read_events(run_dir):
         notes.append(f"{len(bad)} line(s) of metrics.jsonl are not metrics events (line {', '.join(map(str, bad[:5]))}"
                      f"{', ...' if len(bad) > 5 else ''}): ignored")
     if not events:
-        what = f"{len(bad)} unreadable line(s)" if bad else "it is empty"
+        what = (f"{len(bad)} unreadable line(s)" if bad else "only an incomplete first line: the run may be starting"
+                if cut else "it is empty")
         raise ReportError(f"{path}: no metrics events ({what}); not an hpctrain metrics file (docs/metrics.md)")
     return events, notes
 
@@ -448,6 +449,8 @@ def verdict(run, S):
     problems, remarks = [], []
     sh = S["shares"]
     if S["kept_step_records"] == 0:
+        if not any(s.end is not None for s in run.sessions):
+            return {"healthy": None, "problems": [], "remarks": ["no training step logged yet"] + list(S["notes"])}
         problems.append("no training step was logged")
     if sh.get("data", 0) > DATA_SHARE_MAX:
         problems.append(f"data-bound: {sh['data']:.0%} of the step time waits for data (over {DATA_SHARE_MAX:.0%}): "
@@ -500,6 +503,10 @@ def verdict(run, S):
     for nt in S["notes"]:
         remarks.append(nt)
     return {"healthy": not problems, "problems": problems, "remarks": remarks}
+
+
+def verdict_word(v):
+    return "too early to tell" if v["healthy"] is None else "healthy" if v["healthy"] else "not healthy"
 
 
 # ---- text ------------------------------------------------------------------------------------------
@@ -561,6 +568,8 @@ def run_table(S):
 
 def verdict_lines(S):
     v = S["verdict"]
+    if v["healthy"] is None:
+        return ["**Too early to tell.**"] + [f"- note: {r}" for r in v["remarks"]]
     out = [("**Healthy.**" if v["healthy"] else "**Not healthy.**") + (" " + v["problems"][0] if v["problems"] else
                                                                      " No problem found: data, communication, checkpoints"
                                                                      + (", GPU utilisation" if S["gpu_util_mean_pct"] is not None else "")
@@ -621,7 +630,7 @@ def markdown(runs, summaries, pngs):
                              ("final_top1", "final top-1", fmt), ("best_top1", "best top-1", fmt),
                              ("device_hours", "device-hours", lambda v: f"{v:.4f}"), ("cost", "cost", money)]:
             out.append(f"| {name} | " + " | ".join(f(S[key]) for S in summaries) + " |")
-        out.append("| verdict | " + " | ".join("healthy" if S["verdict"]["healthy"] else "not healthy" for S in summaries) + " |")
+        out.append("| verdict | " + " | ".join(verdict_word(S["verdict"]) for S in summaries) + " |")
         out.append("")
     for run, S in zip(runs, summaries):
         if len(runs) > 1:
@@ -638,6 +647,12 @@ def markdown(runs, summaries, pngs):
 
 
 # ---- plots -----------------------------------------------------------------------------------------
+
+def legend(ax, **kw):
+    """A legend when the axes hold labelled artists (matplotlib warns otherwise)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
 
 def plots(runs, out_dir, plt):
     """Writes the PNGs; returns [(file name, title)]."""
@@ -677,9 +692,9 @@ def plots(runs, out_dir, plt):
         a1.set_yscale("log")
     a2.set_ylabel("learning rate")
     a2.set_xlabel("step (dotted: a restart resumed here)")
-    a1.legend(fontsize=8)
+    legend(a1, fontsize=8)
     if many:
-        a2.legend(fontsize=8)
+        legend(a2, fontsize=8)
     a1.set_title("Training loss and learning rate per step")
     save(fig, "loss_lr.png", "training loss and learning rate per step")
 
@@ -702,7 +717,7 @@ def plots(runs, out_dir, plt):
         if not any_eval:
             a.text(0.5, 0.5, "no evaluation yet (train.eval)", ha="center", va="center", transform=a.transAxes)
         elif many:
-            a.legend(fontsize=8)
+            legend(a, fontsize=8)
     a1.set_title("Test loss per epoch")
     a2.set_title("Test top-1 per epoch")
     save(fig, "eval.png", "test loss and top-1 per epoch")
@@ -725,7 +740,7 @@ def plots(runs, out_dir, plt):
     ax.set_xlabel(f"{tname} since the run's first start (dotted: a restart)")
     ax.set_ylabel("images/s (global)")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
+    legend(ax, fontsize=8)
     ax.set_title("Throughput over time")
     save(fig, "throughput.png", "throughput over time")
 
@@ -755,7 +770,7 @@ def plots(runs, out_dir, plt):
         a1.set_xlabel("step" + (f" (mean of {len(steps) // nb} steps per point)" if len(steps) // nb > 1 else ""))
         a1.set_ylabel("ms per step")
         a1.set_title("Where the step time goes")
-        a1.legend(fontsize=7, loc="upper right")
+        legend(a1, fontsize=7, loc="upper right")
         n = max(len(steps), 1)
         means = [sum(s_) / len(s_) if s_ else 0.0 for s_ in series]
         means[-1] = sum(ck.values()) / n
@@ -780,7 +795,7 @@ def plots(runs, out_dir, plt):
             ax.barh([r.label for r in runs], vals, left=left, color=pc[n], label=n)
             left = [a + b for a, b in zip(left, vals)]
         ax.set_xlabel("mean ms per step")
-        ax.legend(fontsize=7, ncol=len(names), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+        legend(ax, fontsize=7, ncol=len(names), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
         ax.set_title("Where the step time goes", pad=24)
     save(fig, "step_breakdown.png", "step-time breakdown")
 
@@ -809,7 +824,7 @@ def plots(runs, out_dir, plt):
                 ax.set_ylim(0, 105)
             ax.set_title(title)
             if ax.get_lines():
-                ax.legend(fontsize=7)
+                legend(ax, fontsize=7)
         for ax in axes[1]:
             ax.set_xlabel(f"{tname} since the run's first start")
         save(fig, "gpu.png", "GPU utilisation, memory, temperature and power")
@@ -877,8 +892,8 @@ def main(argv):
         raise ReportError(f"--out {out}: cannot write: {e}", EXIT_RUNTIME)
     for S in summaries:
         v = S["verdict"]
-        head = v["problems"][0] if v["problems"] else "no problem found"
-        print(f"{S['label']}: {'healthy' if v['healthy'] else 'NOT healthy'}: {head}")
+        head = v["problems"][0] if v["problems"] else v["remarks"][0] if v["healthy"] is None else "no problem found"
+        print(f"{S['label']}: {verdict_word(v) if v['healthy'] is not False else 'NOT healthy'}: {head}")
         print(f"  {S['steps']} steps, {S['restarts']} restart(s), final top-1 {fmt(S['final_top1'])}, best {fmt(S['best_top1'])}, "
               f"{fmt(S['images_per_s'], ',.0f')} images/s, {S['device_hours']:.4f} {S['device_unit']}"
               + (f", cost {money(S['cost'])}" if S["cost"] is not None else ""))

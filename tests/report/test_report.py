@@ -241,6 +241,15 @@ Sc = summary(OUT_C)[0] if rc == 0 else {}
 check(rc == 0 and Sc["steps"] == xc["steps"] and Sc["restarts"] == 2, f"a cut last line is ignored: exit {rc}, steps {Sc.get('steps')} (want {xc['steps']})") or print(out)
 check(any("incomplete" in n for n in Sc.get("notes", [])), "the summary notes the incomplete last line")
 
+J = fresh_dir("just_started")
+os.makedirs(J)
+with open(os.path.join(J, "metrics.jsonl"), "w") as g:
+    g.write(next(l for l in lines if json.loads(l)["event"] == "run_start"))
+rc, out = report(J, "--out", os.path.join(TMP, "report_just"))
+Sj = summary(os.path.join(TMP, "report_just"))[0] if rc == 0 else {}
+check(rc == 0 and Sj["steps"] == 0 and Sj["verdict"]["healthy"] is None and "too early to tell" in out,
+      f"a run with run_start only: exit {rc}, verdict {Sj.get('verdict')}") or print(out)
+
 L = fresh_dir("live")
 p = start(BASE + ["--train.epochs", "200", "--checkpoint.every_steps", "1000", "--run.dir", L], np_ranks=2)
 if check(wait_for_step(L, 3, p, timeout=90), "live run reached step 3"):
