@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """hpctrain report RUN_DIR [RUN_DIR...] [--out DIR] [--price-per-gpu-hour X] [--spot-price-per-gpu-hour Y]
 
 Reads RUN_DIR/metrics.jsonl (docs/metrics.md) and writes, into --out (default RUN_DIR/report, or
