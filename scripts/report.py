@@ -50,11 +50,18 @@ class ReportError(Exception):
         self.code = code
 
 
+MAX_MAGNITUDE = 1e15  # above any real field (Unix times ~2e9, bytes ~1e12): a damaged value
+
+
 def num(v):
-    """A finite float, or None (null, missing, NaN, text)."""
+    """A finite float of a sane magnitude, or None (null, missing, NaN, text, a damaged number)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    return float(v) if math.isfinite(v) else None
+    try:
+        v = float(v)
+    except OverflowError:
+        return None
+    return v if math.isfinite(v) and abs(v) <= MAX_MAGNITUDE else None
 
 
 def percentile(values, q):
@@ -213,7 +220,7 @@ class Run:
             pass
         last_start = next((s.start for s in reversed(self.sessions) if s.start), {}) or {}
         self.last_start = last_start
-        self.devices = last_start.get("devices", "?")
+        self.devices = str(last_start.get("devices", "?"))
 
     def cfg(self, section, key, default=None):
         try:
@@ -304,7 +311,8 @@ class Run:
         S["total_steps"] = num(self.last_start.get("total_steps"))
         S["world_size"] = self.sessions[-1].world_size() if self.sessions else 1
         S["devices"] = self.devices
-        S["hosts"] = self.last_start.get("hosts") or []
+        hosts = self.last_start.get("hosts")
+        S["hosts"] = [str(h) for h in hosts] if isinstance(hosts, list) else []
         S["model"] = self.cfg("model", "name")
         S["global_batch"] = self.cfg("train", "global_batch")
         starts = [s for s in self.sessions if s.start is not None]
@@ -512,7 +520,7 @@ def verdict_word(v):
 # ---- text ------------------------------------------------------------------------------------------
 
 def fmt_s(s):
-    if s is None:
+    if s is None or not math.isfinite(s):
         return "-"
     s = float(s)
     if s < 120:
