@@ -13,6 +13,7 @@ int cmd_bench(const Args& args);    // src/cli/cmd_bench.cpp
 int cmd_doctor(const Args& args);   // src/cli/cmd_doctor.cpp
 int cmd_inspect(const Args& args);  // src/cli/cmd_inspect.cpp
 int cmd_verify(const Args& args);   // src/cli/cmd_verify.cpp (runs without MPI)
+int cmd_report(const Args& args);   // src/cli/cmd_report.cpp (runs without MPI; execs scripts/report.py)
 int bench_allreduce(const Args& args);  // src/cli/bench_allreduce.cpp
 int bench_io(const Args& args);         // src/cli/bench_io.cpp
 int bench_train(const Args& args);      // src/cli/bench_train.cpp

@@ -1,4 +1,4 @@
-// hpctrain: one executable, subcommands train | prepare | bench | doctor | inspect | verify (docs/cli.md).
+// hpctrain: one executable, subcommands train | prepare | bench | doctor | inspect | verify | report (docs/cli.md).
 // Errors become exit codes here: UsageError -> 2, anything else -> 1. With several ranks an error on
 // one rank ends the whole job through MPI_Abort so that no rank waits forever in a collective.
 #include <cstdio>
@@ -24,6 +24,7 @@ void usage() {
                "  doctor                                             diagnose the environment\n"
                "  inspect  PATH                                      summarise a shard or checkpoint\n"
                "  verify   FILE...                                   vet HDF5 files in a time-limited process\n"
+               "  report   RUN_DIR... [--out DIR]                    plots and a summary of runs (metrics.jsonl)\n"
                "  --version                                          version, commit, build and library versions\n"
                "Run 'hpctrain <command> --help' for a command's options.\n";
 }
@@ -59,9 +60,11 @@ int main(int argc, char** argv) {
     return ht::kExitOk;
   }
   ht::Args args(argv + 2, argv + argc);
-  if (cmd == "verify") {  // no MPI: it is also the vetting child that ranks start (cmd_verify.cpp)
+  // No MPI for verify (it is also the vetting child that ranks start, cmd_verify.cpp) nor for report
+  // (it runs the Python tool, cmd_report.cpp, on a login node too).
+  if (cmd == "verify" || cmd == "report") {
     try {
-      return ht::cmd_verify(args);
+      return cmd == "verify" ? ht::cmd_verify(args) : ht::cmd_report(args);
     } catch (const ht::UsageError& e) {
       say(std::string("hpctrain: error: ") + e.what());
       return ht::kExitUsage;
@@ -91,7 +94,7 @@ int main(int argc, char** argv) {
     else {
       if (ht::dist().rank == 0) {
         std::cerr << "hpctrain: unknown command '" << cmd << "' (did you mean '"
-                  << ht::closest_match(cmd, {"train", "prepare", "bench", "doctor", "inspect", "verify", "version"}) << "'?)\n";
+                  << ht::closest_match(cmd, {"train", "prepare", "bench", "doctor", "inspect", "verify", "report", "version"}) << "'?)\n";
         usage();
       }
       code = ht::kExitUsage;

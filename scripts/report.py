@@ -1,0 +1,919 @@
+#!/usr/bin/python3
+"""hpctrain report RUN_DIR [RUN_DIR...] [--out DIR] [--price-per-gpu-hour X] [--spot-price-per-gpu-hour Y]
+
+Reads RUN_DIR/metrics.jsonl (docs/metrics.md) and writes, into --out (default RUN_DIR/report, or
+./report-compare for several run directories):
+  report.md           the summary a person reads: time, throughput, restarts, accuracy, cost, verdict
+  summary.json        the same figures for scripts
+  loss_lr.png         training loss and learning rate per step
+  eval.png            test loss and top-1 per epoch
+  throughput.png      images/s over the run's time
+  step_breakdown.png  where the step time goes (data, forward, backward, exposed allreduce, optimizer,
+                      checkpoint, other)
+  gpu.png             GPU utilisation, memory, temperature and power (only when metrics.jsonl has NVML fields)
+Several run directories overlay their curves, one label each. A run still being written (a cut last
+line) and a run preempted and resumed any number of times are read as they are: a step repeated after
+a resume from an older checkpoint counts once, its last occurrence wins. See docs/report.md.
+
+Python: Debian's /usr/bin/python3 with python3-matplotlib (scripts/install_deps.sh). `hpctrain report`
+runs this file (src/cli/cmd_report.cpp). Exit codes (docs/exit_codes.md): 0 written, 2 a RUN_DIR that
+is missing or holds no readable metrics.jsonl, or bad options, 1 matplotlib missing or output unwritable.
+"""
+import argparse
+import configparser
+import errno
+import fcntl
+import json
+import math
+import os
+import sys
+
+EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
+
+# Verdict thresholds (docs/report.md#verdict): shares of the summed step time over the kept steps.
+DATA_SHARE_MAX = 0.20        # waiting for data above this: data-bound
+COMM_SHARE_MAX = 0.30        # exposed allreduce above this: communication-bound
+GPU_UTIL_MIN_PCT = 70.0      # mean GPU utilisation below this: the GPU idles
+CHECKPOINT_SHARE_MAX = 0.10  # training time lost to checkpoints above this: checkpoint too often
+NONFINITE_SHARE_MAX = 0.01   # skipped (non-finite) steps above this share of the steps
+JITTER_MAX = 2.0             # p95 / p50 step time above this: irregular steps
+
+PARTS = [("data_ms", "data"), ("forward_ms", "forward"), ("backward_ms", "backward"),
+         ("allreduce_ms", "exposed allreduce"), ("optimizer_ms", "optimizer")]
+GPU_FIELDS = [("gpu_util_pct", "GPU utilisation (%)"), ("gpu_memory_used_bytes", "GPU memory used (GiB)"),
+              ("gpu_temperature_c", "GPU temperature (C)"), ("gpu_power_w", "GPU power (W)")]
+
+
+class ReportError(Exception):
+    def __init__(self, message, code=EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+MAX_MAGNITUDE = 1e15  # above any real field (Unix times ~2e9, bytes ~1e12): a damaged value
+
+
+def num(v):
+    """A finite float of a sane magnitude, or None (null, missing, NaN, text, a damaged number)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        v = float(v)
+    except OverflowError:
+        return None
+    return v if math.isfinite(v) and abs(v) <= MAX_MAGNITUDE else None
+
+
+def percentile(values, q):
+    """Linear-interpolated percentile, q in [0, 100]; None for no values."""
+    if not values:
+        return None
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+
+def read_events(run_dir):
+    """The events of RUN_DIR/metrics.jsonl in file order, and notes about lines that were not read.
+    A last line without its newline is a line being written (or cut by a kill): ignored unless it
+    parses. Raises ReportError (exit 2) when RUN_DIR is not a run directory with events."""
+    if not os.path.exists(run_dir):
+        raise ReportError(f"RUN_DIR {run_dir}: no such directory")
+    if not os.path.isdir(run_dir):
+        raise ReportError(f"RUN_DIR {run_dir}: not a directory (give the run directory, run.dir, that holds metrics.jsonl)")
+    path = os.path.join(run_dir, "metrics.jsonl")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file (is {run_dir} an hpctrain run directory? docs/run_directory.md)")
+    except OSError as e:
+        raise ReportError(f"{path}: cannot read: {e.strerror}", EXIT_RUNTIME)
+    lines = data.split(b"\n")
+    partial = lines.pop() if lines else b""  # text after the last newline: a line still being written
+    events, bad = [], []
+    for i, raw in enumerate(lines + ([partial] if partial.strip() else [])):
+        if not raw.strip():
+            continue
+        try:
+            e = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            e = None
+        if not isinstance(e, dict) or not isinstance(e.get("event"), str):
+            bad.append(i + 1)
+            continue
+        events.append(e)
+    notes = []
+    cut = bool(partial.strip()) and bad and bad[-1] == len(lines) + 1
+    if cut:
+        bad.pop()
+        notes.append(f"the last line of metrics.jsonl is incomplete ({len(partial)} bytes; the run is writing it, or was killed mid-line): ignored")
+    if bad:
+        notes.append(f"{len(bad)} line(s) of metrics.jsonl are not metrics events (line {', '.join(map(str, bad[:5]))}"
+                     f"{', ...' if len(bad) > 5 else ''}): ignored")
+    if not events:
+        what = (f"{len(bad)} unreadable line(s)" if bad else "only an incomplete first line: the run may be starting"
+                if cut else "it is empty")
+        raise ReportError(f"{path}: no metrics events ({what}); not an hpctrain metrics file (docs/metrics.md)")
+    return events, notes
+
+
+def owner_running(run_dir):
+    """(True, holder text) when a job holds the flock on RUN_DIR/.owner (docs/run_directory.md)."""
+    p = os.path.join(run_dir, ".owner")
+    try:
+        fd = os.open(p, os.O_RDONLY)
+    except OSError:
+        return False, ""
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                with open(p) as f:
+                    return True, " ".join(f.read().split())
+            return False, ""
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False, ""
+    finally:
+        os.close(fd)
+
+
+class Session:
+    """One start of `hpctrain train` on the run directory: its resume and run_start events, what it
+    logged, and its run_end (None when it was killed, crashed, or is still running)."""
+
+    def __init__(self):
+        self.resume = None
+        self.start = None
+        self.end = None
+        self.events = []
+
+    @property
+    def resumed_from(self):
+        if self.start is not None and num(self.start.get("resumed_from_step")) is not None:
+            return int(self.start["resumed_from_step"])
+        if self.resume is not None and num(self.resume.get("step")) is not None:
+            return int(self.resume["step"])
+        return None
+
+    @property
+    def times(self):
+        return [t for t in (num(e.get("time")) for e in self.events) if t is not None]
+
+    def duration_s(self):
+        """Seconds this start ran: first to last event, at least run_end's wall_s (start-up before
+        run_start, and time after the last line of a killed start, are not seen)."""
+        ts = self.times
+        d = max(ts) - min(ts) if ts else 0.0
+        w = num(self.end.get("wall_s")) if self.end else None
+        return max(d, w or 0.0)
+
+    def world_size(self):
+        w = num(self.start.get("world_size")) if self.start else None
+        return int(w) if w else 1
+
+
+def split_sessions(events):
+    """Events grouped by start: a `resume` or `run_start` begins a session (resume comes first)."""
+    sessions = []
+    cur = None
+    for e in events:
+        kind = e["event"]
+        if kind == "resume" or (kind == "run_start" and not (cur and cur.resume is not None and cur.start is None
+                                                             and all(x["event"] == "resume" for x in cur.events))):
+            cur = Session()
+            sessions.append(cur)
+        elif cur is None:
+            cur = Session()
+            sessions.append(cur)
+        cur.events.append(e)
+        if kind == "resume":
+            cur.resume = e
+        elif kind == "run_start":
+            cur.start = e
+        elif kind == "run_end":
+            cur.end = e
+    return sessions
+
+
+class Run:
+    """Everything the report shows about one run directory."""
+
+    def __init__(self, run_dir, label):
+        self.dir = run_dir
+        self.label = label
+        self.events, self.notes = read_events(run_dir)
+        self.sessions = split_sessions(self.events)
+        self.running, self.owner = owner_running(run_dir)
+        self._keep()
+        self.t_first = min((t for s in self.sessions for t in s.times), default=0.0)
+        cfg_text = next((s.start.get("config") for s in reversed(self.sessions) if s.start and isinstance(s.start.get("config"), str)), "")
+        self.config = configparser.ConfigParser(interpolation=None, strict=False)
+        try:
+            self.config.read_string(cfg_text)
+        except configparser.Error:
+            pass
+        last_start = next((s.start for s in reversed(self.sessions) if s.start), {}) or {}
+        self.last_start = last_start
+        self.devices = str(last_start.get("devices", "?"))
+
+    def cfg(self, section, key, default=None):
+        try:
+            return self.config.get(section, key)
+        except (configparser.Error, KeyError):
+            return default
+
+    def _keep(self):
+        """The step and eval records that stand: a start that resumed from step k supersedes what
+        earlier starts logged after k (those steps were done again); within what is left, the last
+        record of a step number wins. Skipped (non-finite) records are kept apart: a skipped step
+        keeps the number of the step that is retried."""
+        kept, skipped, evals = {}, [], {}
+        self.redone_steps, self.redone_s = 0, 0.0
+        for si, s in enumerate(self.sessions):
+            base = s.resumed_from
+            if base is not None and si > 0:
+                for k in [k for k in kept if k > base]:
+                    self.redone_steps += 1
+                    self.redone_s += (num(kept[k].get("step_ms")) or 0.0) / 1000.0
+                    del kept[k]
+                skipped = [r for r in skipped if (num(r.get("step")) or 0) <= base]
+                evals = {k: v for k, v in evals.items() if k[1] <= base}
+            for e in s.events:
+                step = num(e.get("step"))
+                if step is None:
+                    continue
+                if e["event"] == "step":
+                    e["_session"] = si
+                    if e.get("skipped") is True:
+                        skipped.append(e)
+                    else:
+                        if int(step) in kept:
+                            self.redone_steps += 1
+                            self.redone_s += (num(kept[int(step)].get("step_ms")) or 0.0) / 1000.0
+                        kept[int(step)] = e
+                elif e["event"] == "eval":
+                    evals[(num(e.get("epoch")) or 0, int(step))] = e
+        self.steps = [kept[k] for k in sorted(kept)]
+        self.skipped = skipped
+        # One evaluation per epoch: the last of that epoch.
+        by_epoch = {}
+        for (ep, st) in sorted(evals):
+            by_epoch[ep] = evals[(ep, st)]
+        self.evals = [by_epoch[k] for k in sorted(by_epoch)]
+
+    # ---- figures --------------------------------------------------------------------------------
+    def rel_time(self, e):
+        t = num(e.get("time"))
+        return None if t is None else t - self.t_first
+
+    def warnings(self):
+        return [e for e in self.events if e["event"] == "warning"]
+
+    def checkpoints(self):
+        return [e for e in self.events if e["event"] == "checkpoint"]
+
+    def checkpoint_lost_ms(self, c):
+        """Training time a checkpoint cost: collecting the state and waiting for the previous write;
+        a final, signal or budget checkpoint is also waited for."""
+        lost = (num(c.get("copy_ms")) or 0.0) + (num(c.get("stall_ms")) or 0.0)
+        if c.get("reason") in ("final", "signal", "budget"):
+            lost += num(c.get("write_ms")) or 0.0
+        return lost
+
+    def gpu_series(self):
+        """field -> rank -> [(time s, value, session)] from the NVML fields of step events (rank 0's GPU,
+        or one value per rank when a field holds a list)."""
+        out = {}
+        for e in self.steps:
+            t = self.rel_time(e)
+            if t is None:
+                continue
+            for f, _ in GPU_FIELDS + [("gpu_memory_total_bytes", "")]:
+                v = e.get(f)
+                vals = v if isinstance(v, list) else [v]
+                for r, x in enumerate(vals):
+                    x = num(x)
+                    if x is not None:
+                        out.setdefault(f, {}).setdefault(r, []).append((t, x, e.get("_session")))
+        return out
+
+    def summary(self, price, spot):
+        S = {"run_dir": self.dir, "label": self.label}
+        steps = self.steps
+        S["steps"] = int(steps[-1]["step"]) if steps else 0
+        S["kept_step_records"] = len(steps)
+        S["total_steps"] = num(self.last_start.get("total_steps"))
+        S["world_size"] = self.sessions[-1].world_size() if self.sessions else 1
+        S["devices"] = self.devices
+        hosts = self.last_start.get("hosts")
+        S["hosts"] = [str(h) for h in hosts] if isinstance(hosts, list) else []
+        S["model"] = self.cfg("model", "name")
+        S["global_batch"] = self.cfg("train", "global_batch")
+        starts = [s for s in self.sessions if s.start is not None]
+        S["starts"] = len(starts)
+        S["restarts"] = max(len(starts) - 1, 0)
+        statuses = []
+        for i, s in enumerate(self.sessions):
+            last = i == len(self.sessions) - 1
+            if s.end is not None:
+                statuses.append(str(s.end.get("status", "?")))
+            elif last and self.running:
+                statuses.append("running")
+            else:
+                statuses.append("killed" if not last else "no run_end")
+        S["statuses"] = statuses
+        S["preemptions"] = sum(1 for x in statuses if x == "stopped")
+        S["killed"] = sum(1 for x in statuses if x in ("killed", "no run_end"))
+        S["budget_stops"] = sum(1 for x in statuses if "budget" in x)
+        S["running"] = self.running
+        S["owner"] = self.owner
+        S["redone_steps"] = self.redone_steps
+        S["redone_s"] = self.redone_s
+        # Time.
+        S["wall_s"] = sum(s.duration_s() for s in self.sessions)
+        all_t = [t for s in self.sessions for t in s.times]
+        S["elapsed_s"] = (max(all_t) - min(all_t)) if all_t else 0.0
+        ms = [num(e.get("step_ms")) for e in steps]
+        ms = [m for m in ms if m is not None]
+        S["train_s"] = sum(ms) / 1000.0
+        S["step_ms_mean"] = sum(ms) / len(ms) if ms else None
+        S["step_ms_p50"] = percentile(ms, 50)
+        S["step_ms_p95"] = percentile(ms, 95)
+        images = sum((num(e.get("images_per_s")) or 0.0) * (num(e.get("step_ms")) or 0.0) / 1000.0 for e in steps)
+        S["images"] = images
+        S["images_per_s"] = images / S["train_s"] if S["train_s"] > 0 else None
+        # Epochs.
+        epochs = {}
+        for e in steps:
+            ep = int(num(e.get("epoch")) or 0)
+            d = epochs.setdefault(ep, {"epoch": ep, "steps": 0, "train_s": 0.0, "images": 0.0})
+            d["steps"] += 1
+            d["train_s"] += (num(e.get("step_ms")) or 0.0) / 1000.0
+            d["images"] += (num(e.get("images_per_s")) or 0.0) * (num(e.get("step_ms")) or 0.0) / 1000.0
+        for ev in self.evals:
+            ep = int(num(ev.get("epoch")) or 0)
+            if ep in epochs:
+                epochs[ep]["test_loss"] = num(ev.get("loss"))
+                epochs[ep]["top1"] = num(ev.get("top1"))
+                epochs[ep]["eval_s"] = (num(ev.get("eval_ms")) or 0.0) / 1000.0
+        S["epochs"] = [epochs[k] for k in sorted(epochs)]
+        for e in self.skipped:  # a skipped batch is not retried: it still belongs to its epoch
+            d = epochs.get(int(num(e.get("epoch")) or 0))
+            if d is not None:
+                d["skipped"] = d.get("skipped", 0) + 1
+        spe = num(self.last_start.get("steps_per_epoch"))
+        full = [d for d in S["epochs"] if spe and d["steps"] + d.get("skipped", 0) >= spe]
+        S["epoch_s_mean"] = (sum(d["train_s"] + d.get("eval_s", 0.0) for d in full) / len(full)) if full else None
+        # Breakdown.
+        parts = {}
+        for f, name in PARTS:
+            parts[name] = sum(num(e.get(f)) or 0.0 for e in steps)
+        total_ms = sum(ms)
+        ck = self.checkpoints()
+        S["checkpoints"] = len(ck)
+        S["checkpoint_lost_s"] = sum(self.checkpoint_lost_ms(c) for c in ck) / 1000.0
+        S["checkpoint_write_s"] = sum(num(c.get("write_ms")) or 0.0 for c in ck) / 1000.0
+        S["parts_ms"] = parts
+        S["shares"] = {k: (v / total_ms if total_ms > 0 else 0.0) for k, v in parts.items()}
+        S["checkpoint_share"] = (S["checkpoint_lost_s"] / (S["train_s"] + S["checkpoint_lost_s"])
+                                 if S["train_s"] + S["checkpoint_lost_s"] > 0 else 0.0)
+        # Accuracy.
+        top = [(num(e.get("top1")), int(num(e.get("epoch")) or 0)) for e in self.evals if num(e.get("top1")) is not None]
+        S["final_top1"] = top[-1][0] if top else None
+        S["best_top1"] = max(top)[0] if top else None
+        S["best_top1_epoch"] = max(top)[1] if top else None
+        S["final_test_loss"] = num(self.evals[-1].get("loss")) if self.evals else None
+        losses = [num(e.get("loss")) for e in steps]
+        S["final_loss"] = next((x for x in reversed(losses) if x is not None), None)
+        S["nonfinite_skipped"] = len(self.skipped)
+        S["nonfinite_loss_steps"] = sum(1 for x in losses if x is None)
+        # GPU.
+        g = self.gpu_series()
+        S["gpu_fields"] = sorted(g)
+        util = [v for r in g.get("gpu_util_pct", {}).values() for _, v, _ in r]
+        S["gpu_util_mean_pct"] = sum(util) / len(util) if util else None
+        S["gpu_util_low_share"] = (sum(1 for v in util if v < GPU_UTIL_MIN_PCT) / len(util)) if util else None
+        for f, key in (("gpu_memory_used_bytes", "gpu_memory_max_bytes"), ("gpu_temperature_c", "gpu_temperature_max_c"),
+                       ("gpu_power_w", "gpu_power_max_w")):
+            v = [x for r in g.get(f, {}).values() for _, x, _ in r]
+            S[key] = max(v) if v else None
+        pw = [x for r in g.get("gpu_power_w", {}).values() for _, x, _ in r]
+        S["gpu_power_mean_w"] = sum(pw) / len(pw) if pw else None
+        # Cost.
+        S["device_hours"] = sum(s.duration_s() * s.world_size() for s in self.sessions) / 3600.0
+        S["device_unit"] = "GPU-hours" if self.devices == "cuda" else "rank-hours"
+        if price is None:  # run.price_per_gpu_hour of the run's config (0: not set)
+            price = num(_float_or_none(self.cfg("run", "price_per_gpu_hour"))) or None
+        S["price_per_gpu_hour"] = price
+        S["spot_price_per_gpu_hour"] = spot
+        S["cost"] = S["device_hours"] * price if price is not None else None
+        S["spot_cost"] = S["device_hours"] * spot if spot is not None else None
+        # Per epoch of training done, with every overhead (start-up, evaluations, checkpoints, restarts).
+        S["epochs_done"] = S["steps"] / spe if spe else None
+        S["cost_per_epoch"] = S["cost"] / S["epochs_done"] if S["cost"] is not None and S["epochs_done"] else None
+        S["full_epochs"] = len(full)
+        # What the run itself recorded about money and budgets (run_end fields, helper runops).
+        rec = {}
+        for s in self.sessions:
+            if s.end:
+                for k, v in s.end.items():
+                    if any(w in k for w in ("cost", "gpu_hours", "budget", "price")):
+                        rec[k] = v
+        S["recorded_budget_fields"] = rec
+        w = self.warnings()
+        S["warnings"] = len(w)
+        kinds = {}
+        for e in w:
+            k = str(e.get("kind") or e.get("cause") or e.get("reason") or e.get("type") or "warning")
+            kinds[k] = kinds.get(k, 0) + 1
+        S["warning_kinds"] = kinds
+        S["notes"] = list(self.notes)
+        S["verdict"] = verdict(self, S)
+        return S
+
+
+def _float_or_none(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def warning_text(e):
+    for k in ("message", "text", "msg", "detail"):
+        if isinstance(e.get(k), str):
+            return e[k]
+    return ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("event", "time"))
+
+
+def verdict(run, S):
+    """(healthy, problems, remarks): problems make a run not healthy; remarks are worth knowing."""
+    problems, remarks = [], []
+    sh = S["shares"]
+    if S["kept_step_records"] == 0:
+        if not any(s.end is not None for s in run.sessions):
+            return {"healthy": None, "problems": [], "remarks": ["no training step logged yet"] + list(S["notes"])}
+        problems.append("no training step was logged")
+    if sh.get("data", 0) > DATA_SHARE_MAX:
+        problems.append(f"data-bound: {sh['data']:.0%} of the step time waits for data (over {DATA_SHARE_MAX:.0%}): "
+                        "keep data.prefetch on, stage the dataset on local disk (data.stage_dir), or read fewer, larger shards")
+    if sh.get("exposed allreduce", 0) > COMM_SHARE_MAX:
+        problems.append(f"communication-bound: {sh['exposed allreduce']:.0%} of the step time waits for the gradient "
+                        f"allreduce after backward (over {COMM_SHARE_MAX:.0%}): a larger train.global_batch per rank or "
+                        "train.accumulation_steps, another dist.bucket_mb, fewer ranks per node or a faster network")
+    if S["gpu_util_mean_pct"] is not None and S["gpu_util_mean_pct"] < GPU_UTIL_MIN_PCT:
+        problems.append(f"low GPU utilisation: {S['gpu_util_mean_pct']:.0f}% on average (under {GPU_UTIL_MIN_PCT:.0f}%): "
+                        "the GPU waits (data, communication or a batch too small for it)")
+    div = {k: v for k, v in S["warning_kinds"].items() if any(w in k.lower() for w in ("diverg", "slow", "straggl", "imbalance"))}
+    if div:
+        problems.append("divergent ranks: the watchdog warned " + ", ".join(f"{k} x{v}" for k, v in div.items())
+                        + " (a slow node or GPU; see the warnings below)")
+    others = {k: v for k, v in S["warning_kinds"].items() if k not in div}
+    if others:
+        problems.append("the watchdog warned: " + ", ".join(f"{k} x{v}" for k, v in sorted(others.items())))
+    n = max(S["kept_step_records"] + S["nonfinite_skipped"], 1)
+    if S["nonfinite_skipped"]:
+        msg = f"{S['nonfinite_skipped']} step(s) skipped for a non-finite loss or gradient ({S['nonfinite_skipped'] / n:.1%} of the steps)"
+        (problems if S["nonfinite_skipped"] / n > NONFINITE_SHARE_MAX else remarks).append(
+            msg + ": lower optim.lr or use a warm-up, check the data")
+    if S["final_loss"] is None and S["kept_step_records"]:
+        problems.append("the last logged training loss is not finite")
+    if S["checkpoint_share"] > CHECKPOINT_SHARE_MAX:
+        problems.append(f"checkpoints cost {S['checkpoint_share']:.0%} of the training time (over {CHECKPOINT_SHARE_MAX:.0%}): "
+                        "checkpoint less often (checkpoint.every_steps, checkpoint.every_minutes or checkpoint.mtbf_minutes)")
+    if "checkpoint_failed" in S["statuses"]:
+        problems.append("a checkpoint write failed (run_end status checkpoint_failed)")
+    p50, p95 = S["step_ms_p50"], S["step_ms_p95"]
+    if p50 and p95 and p95 / p50 > JITTER_MAX:
+        remarks.append(f"irregular step times: p95 {p95:.0f} ms is {p95 / p50:.1f}x the median {p50:.0f} ms")
+    if S["killed"]:
+        remarks.append(f"{S['killed']} start(s) ended without run_end (killed or crashed)"
+                       + (f"; {S['redone_steps']} step(s), {S['redone_s']:.1f} s, were done again after resuming" if S["redone_steps"] else ""))
+    elif S["redone_steps"]:
+        remarks.append(f"{S['redone_steps']} step(s), {S['redone_s']:.1f} s, were done again after resuming from an older checkpoint")
+    if S["preemptions"]:
+        remarks.append(f"preempted or stopped {S['preemptions']} time(s), each resumed from its stop checkpoint")
+    if S["budget_stops"]:
+        remarks.append(f"stopped by its budget {S['budget_stops']} time(s)")
+    last = S["statuses"][-1] if S["statuses"] else "?"
+    if last == "running":
+        remarks.append("the run is still going (figures so far)")
+    elif last == "stopped":
+        remarks.append("the last start was stopped before the end: rerun the same command to resume")
+    elif last in ("killed", "no run_end"):
+        remarks.append("the last start has no run_end: killed, crashed, or still starting")
+    for nt in S["notes"]:
+        remarks.append(nt)
+    return {"healthy": not problems, "problems": problems, "remarks": remarks}
+
+
+def verdict_word(v):
+    return "too early to tell" if v["healthy"] is None else "healthy" if v["healthy"] else "not healthy"
+
+
+# ---- text ------------------------------------------------------------------------------------------
+
+def fmt_s(s):
+    if s is None or not math.isfinite(s):
+        return "-"
+    s = float(s)
+    if s < 120:
+        return f"{s:.1f} s"
+    h, rem = divmod(int(round(s)), 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d} h" if h else f"{m}:{sec:02d} min"
+
+
+def fmt(v, spec=".4f", dash="-"):
+    return dash if v is None else format(v, spec)
+
+
+def money(v):
+    return "-" if v is None else f"{v:,.2f}" if v >= 1 else f"{v:.4f}"
+
+
+def run_table(S):
+    rows = [
+        ("run directory", S["run_dir"]),
+        ("model, devices, ranks", f"{S['model'] or '?'}, {S['devices']}, {S['world_size']} rank(s)"
+                                  + (f" on {len(set(S['hosts']))} host(s)" if S["hosts"] else "")),
+        ("status of each start", ", ".join(S["statuses"]) or "-"),
+        ("steps", f"{S['steps']}" + (f" of {int(S['total_steps'])}" if S["total_steps"] else "")),
+        ("restarts", f"{S['restarts']} (preemptions/stops {S['preemptions']}, killed or crashed {S['killed']}, budget stops {S['budget_stops']})"),
+        ("wall time", f"{fmt_s(S['wall_s'])} over {S['starts']} start(s) (first to last event {fmt_s(S['elapsed_s'])})"),
+        ("time per epoch", f"{fmt_s(S['epoch_s_mean'])} (mean over {S['full_epochs']} full epoch(s), training and evaluation)"),
+        ("step time", f"mean {fmt(S['step_ms_mean'], '.1f')} ms, p50 {fmt(S['step_ms_p50'], '.1f')} ms, p95 {fmt(S['step_ms_p95'], '.1f')} ms"),
+        ("throughput", f"{fmt(S['images_per_s'], ',.0f')} images/s ({S['images']:,.0f} images in {fmt_s(S['train_s'])} of steps)"),
+        ("checkpoints", f"{S['checkpoints']} written, {fmt_s(S['checkpoint_lost_s'])} of training time lost to them "
+                        f"({S['checkpoint_share']:.1%}), {fmt_s(S['checkpoint_write_s'])} writing"),
+        ("steps done again", f"{S['redone_steps']} ({fmt_s(S['redone_s'])})"),
+        ("non-finite steps skipped", f"{S['nonfinite_skipped']}"),
+        ("test top-1", f"final {fmt(S['final_top1'])}, best {fmt(S['best_top1'])}"
+                       + (f" (epoch {S['best_top1_epoch']})" if S["best_top1_epoch"] is not None else "")),
+        ("final losses", f"train {fmt(S['final_loss'])}, test {fmt(S['final_test_loss'])}"),
+        (S["device_unit"], f"{S['device_hours']:.4f}" + ("" if S["devices"] == "cuda" else " (a CPU run: ranks x wall time)")),
+        ("cost on demand", "-" if S["cost"] is None else f"{money(S['cost'])} at {S['price_per_gpu_hour']:g} per {S['device_unit'][:-1]}"
+                           + (f", {money(S['cost_per_epoch'])} per epoch" if S["cost_per_epoch"] is not None else "")),
+        ("cost on spot", "-" if S["spot_cost"] is None else f"{money(S['spot_cost'])} at {S['spot_price_per_gpu_hour']:g} per {S['device_unit'][:-1]}"),
+        ("watchdog warnings", f"{S['warnings']}" + (" (" + ", ".join(f"{k} x{v}" for k, v in sorted(S["warning_kinds"].items())) + ")" if S["warnings"] else "")),
+    ]
+    if S["gpu_util_mean_pct"] is not None:
+        rows.append(("GPU", f"utilisation mean {S['gpu_util_mean_pct']:.0f}% ({S['gpu_util_low_share']:.0%} of samples under {GPU_UTIL_MIN_PCT:.0f}%), "
+                            f"memory max {fmt((S['gpu_memory_max_bytes'] or 0) / 2**30, '.1f')} GiB, "
+                            f"temperature max {fmt(S['gpu_temperature_max_c'], '.0f')} C, power mean {fmt(S['gpu_power_mean_w'], '.0f')} W"))
+    if S["recorded_budget_fields"]:
+        rows.append(("recorded by the run (last run_end)", ", ".join(f"{k} {v}" for k, v in S["recorded_budget_fields"].items())))
+    out = ["| | |", "|---|---|"]
+    out += [f"| {k} | {v} |" for k, v in rows]
+    return out
+
+
+def verdict_lines(S):
+    v = S["verdict"]
+    if v["healthy"] is None:
+        return ["**Too early to tell.**"] + [f"- note: {r}" for r in v["remarks"]]
+    out = [("**Healthy.**" if v["healthy"] else "**Not healthy.**") + (" " + v["problems"][0] if v["problems"] else
+                                                                     " No problem found: data, communication, checkpoints"
+                                                                     + (", GPU utilisation" if S["gpu_util_mean_pct"] is not None else "")
+                                                                     + " and the losses are within bounds.")]
+    for p in v["problems"][1:]:
+        out.append(f"- also: {p}")
+    for r in v["remarks"]:
+        out.append(f"- note: {r}")
+    return out
+
+
+def epoch_table(S):
+    out = ["| epoch | steps | train time | images/s | test loss | top-1 |", "|---|---|---|---|---|---|"]
+    for d in S["epochs"]:
+        ips = d["images"] / d["train_s"] if d["train_s"] > 0 else None
+        out.append(f"| {d['epoch']} | {d['steps']} | {fmt_s(d['train_s'])} | {fmt(ips, ',.0f')} | {fmt(d.get('test_loss'))} | {fmt(d.get('top1'))} |")
+    return out
+
+
+def breakdown_table(S):
+    tot = sum(S["parts_ms"].values())
+    n = max(S["kept_step_records"], 1)
+    out = ["| part | mean per step | share |", "|---|---|---|"]
+    for name, v in S["parts_ms"].items():
+        out.append(f"| {name} | {v / n:.2f} ms | {S['shares'][name]:.1%} |")
+    step_sum = (S["step_ms_mean"] or 0) * S["kept_step_records"]
+    other = step_sum - tot
+    if step_sum > 0:
+        out.append(f"| other (metrics, checks) | {other / n:.2f} ms | {other / step_sum:.1%} |")
+    out.append(f"| checkpoints (outside the steps) | {S['checkpoint_lost_s'] * 1000 / n:.2f} ms | - |")
+    return out
+
+
+def warning_list(run, limit=20):
+    w = run.warnings()
+    if not w:
+        return []
+    out = ["", f"### Warnings ({len(w)})", "", "| time | steps | kind | message | knob |", "|---|---|---|---|---|"]
+
+    def cell(v):
+        return str(v).replace("|", "\\|").replace("\n", " ")
+    for e in w[:limit]:
+        k = e.get("kind") or e.get("cause") or e.get("reason") or e.get("type") or "warning"
+        steps = f"{e['first_step']}-{e.get('step')}" if "first_step" in e else e.get("step", "-")
+        out.append(f"| {fmt_s(run.rel_time(e))} | {steps} | {cell(k)} | {cell(warning_text(e))} | {cell(e.get('knob', ''))} |")
+    if len(w) > limit:
+        out.append(f"| ... | | | {len(w) - limit} more in metrics.jsonl | |")
+    return out
+
+
+def markdown(runs, summaries, pngs):
+    out = ["# hpctrain report", ""]
+    if len(runs) > 1:
+        out += ["| | " + " | ".join(r.label for r in runs) + " |", "|---|" + "---|" * len(runs)]
+        for key, name, f in [("steps", "steps", str), ("restarts", "restarts", str), ("wall_s", "wall time", fmt_s),
+                             ("step_ms_p50", "p50 step (ms)", lambda v: fmt(v, ".1f")),
+                             ("images_per_s", "images/s", lambda v: fmt(v, ",.0f")),
+                             ("final_top1", "final top-1", fmt), ("best_top1", "best top-1", fmt),
+                             ("device_hours", "device-hours", lambda v: f"{v:.4f}"), ("cost", "cost", money)]:
+            out.append(f"| {name} | " + " | ".join(f(S[key]) for S in summaries) + " |")
+        out.append("| verdict | " + " | ".join(verdict_word(S["verdict"]) for S in summaries) + " |")
+        out.append("")
+    for run, S in zip(runs, summaries):
+        if len(runs) > 1:
+            out += [f"## {run.label}", ""]
+        out += verdict_lines(S) + [""] + run_table(S) + [""]
+        out += ["### Epochs", ""] + epoch_table(S) + [""]
+        out += ["### Step time", ""] + breakdown_table(S)
+        out += warning_list(run)
+        out.append("")
+    out += ["## Plots", ""]
+    for p, title in pngs:
+        out += [f"![{title}]({p})", ""]
+    return "\n".join(out)
+
+
+# ---- plots -----------------------------------------------------------------------------------------
+
+def legend(ax, **kw):
+    """A legend when the axes hold labelled artists (matplotlib warns otherwise)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
+def plots(runs, out_dir, plt):
+    """Writes the PNGs; returns [(file name, title)]."""
+    many = len(runs) > 1
+    span = max((max(s.times) - r.t_first for r in runs for s in r.sessions if s.times), default=0.0)
+    tdiv, tname = (1.0, "seconds") if span < 120 else (60.0, "minutes") if span < 7200 else (3600.0, "hours")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    done = []
+
+    def save(fig, name, title):
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, name), dpi=110)
+        plt.close(fig)
+        done.append((name, title))
+
+    def mark_restarts(ax, run, color, x_of):
+        for s in run.sessions[1:]:
+            x = x_of(s)
+            if x is not None:
+                ax.axvline(x, color=color if many else "grey", ls=":", lw=1)
+
+    # Loss and learning rate per step.
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    for i, r in enumerate(runs):
+        c = colors[i % len(colors)]
+        xs = [int(e["step"]) for e in r.steps]
+        a1.plot(xs, [num(e.get("loss")) if num(e.get("loss")) is not None else math.nan for e in r.steps], color=c, lw=1,
+                label=r.label if many else "training loss")
+        a2.plot(xs, [num(e.get("lr")) if num(e.get("lr")) is not None else math.nan for e in r.steps], color=c, lw=1, label=r.label)
+        if r.skipped:
+            a1.plot([int(e["step"]) for e in r.skipped], [a1.get_ylim()[1]] * len(r.skipped), "x", color="red",
+                    label="skipped (non-finite)" if i == 0 else None)
+        mark_restarts(a1, r, c, lambda s: s.resumed_from)
+        mark_restarts(a2, r, c, lambda s: s.resumed_from)
+    a1.set_ylabel("training loss")
+    if any(r.steps for r in runs) and all(num(e.get("loss")) is None or num(e.get("loss")) > 0 for r in runs for e in r.steps):
+        a1.set_yscale("log")
+    a2.set_ylabel("learning rate")
+    a2.set_xlabel("step (dotted: a restart resumed here)")
+    legend(a1, fontsize=8)
+    if many:
+        legend(a2, fontsize=8)
+    a1.set_title("Training loss and learning rate per step")
+    save(fig, "loss_lr.png", "training loss and learning rate per step")
+
+    # Test loss and top-1 per epoch.
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    any_eval = False
+    for i, r in enumerate(runs):
+        c = colors[i % len(colors)]
+        ev = [e for e in r.evals if num(e.get("epoch")) is not None]
+        if not ev:
+            continue
+        any_eval = True
+        ep = [num(e["epoch"]) for e in ev]
+        a1.plot(ep, [num(e.get("loss")) if num(e.get("loss")) is not None else math.nan for e in ev], "o-", color=c, label=r.label)
+        a2.plot(ep, [num(e.get("top1")) if num(e.get("top1")) is not None else math.nan for e in ev], "o-", color=c, label=r.label)
+    for a, name in ((a1, "test loss"), (a2, "test top-1")):
+        a.set_xlabel("epoch")
+        a.set_ylabel(name)
+        a.xaxis.get_major_locator().set_params(integer=True)
+        if not any_eval:
+            a.text(0.5, 0.5, "no evaluation yet (train.eval)", ha="center", va="center", transform=a.transAxes)
+        elif many:
+            legend(a, fontsize=8)
+    a1.set_title("Test loss per epoch")
+    a2.set_title("Test top-1 per epoch")
+    save(fig, "eval.png", "test loss and top-1 per epoch")
+
+    # Throughput over time.
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for i, r in enumerate(runs):
+        c = colors[i % len(colors)]
+        for si, s in enumerate(r.sessions):
+            pts = [(r.rel_time(e) / tdiv, num(e.get("images_per_s"))) for e in r.steps
+                   if e.get("_session") == si and r.rel_time(e) is not None and num(e.get("images_per_s")) is not None]
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, color=c, lw=0.6, alpha=0.35)
+            k = max(1, len(ys) // 50)
+            sm = [sum(ys[max(0, j - k):j + k + 1]) / len(ys[max(0, j - k):j + k + 1]) for j in range(len(ys))]
+            ax.plot(xs, sm, color=c, lw=1.8, label=(r.label if many else "images/s (smoothed)") if si == 0 else None)
+        mark_restarts(ax, r, c, lambda s: (min(s.times) - r.t_first) / tdiv if s.times else None)
+    ax.set_xlabel(f"{tname} since the run's first start (dotted: a restart)")
+    ax.set_ylabel("images/s (global)")
+    ax.set_ylim(bottom=0)
+    legend(ax, fontsize=8)
+    ax.set_title("Throughput over time")
+    save(fig, "throughput.png", "throughput over time")
+
+    # Step-time breakdown.
+    names = [n for _, n in PARTS] + ["other", "checkpoint"]
+    pc = {n: colors[j % len(colors)] for j, n in enumerate(names)}
+    if not many:
+        r = runs[0]
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 1.3]})
+        ck = {}
+        for c in r.checkpoints():
+            if num(c.get("step")) is not None:
+                ck[int(c["step"])] = ck.get(int(c["step"]), 0.0) + r.checkpoint_lost_ms(c)
+        steps = r.steps
+        nb = min(200, max(len(steps), 1))
+        bins = [steps[j * len(steps) // nb:(j + 1) * len(steps) // nb] for j in range(nb)]
+        bins = [b for b in bins if b]
+        xs = [sum(int(e["step"]) for e in b) / len(b) for b in bins]
+        series = []
+        for f, n in PARTS:
+            series.append([sum(num(e.get(f)) or 0.0 for e in b) / len(b) for b in bins])
+        series.append([max(sum((num(e.get("step_ms")) or 0.0) - sum(num(e.get(f)) or 0.0 for f, _ in PARTS) for e in b) / len(b), 0.0)
+                       for b in bins])
+        series.append([sum(ck.get(int(e["step"]), 0.0) for e in b) / len(b) for b in bins])
+        if xs:
+            a1.stackplot(xs, series, labels=names, colors=[pc[n] for n in names], alpha=0.85)
+        a1.set_xlabel("step" + (f" (mean of {len(steps) // nb} steps per point)" if len(steps) // nb > 1 else ""))
+        a1.set_ylabel("ms per step")
+        a1.set_title("Where the step time goes")
+        legend(a1, fontsize=7, loc="upper right")
+        n = max(len(steps), 1)
+        means = [sum(s_) / len(s_) if s_ else 0.0 for s_ in series]
+        means[-1] = sum(ck.values()) / n
+        a2.barh(names[::-1], means[::-1], color=[pc[x] for x in names[::-1]])
+        a2.set_xlabel("mean ms per step")
+        a2.set_title("Mean over the run")
+    else:
+        fig, ax = plt.subplots(figsize=(10, 1.8 + 0.6 * len(runs)))
+        left = [0.0] * len(runs)
+        for j, n in enumerate(names):
+            vals = []
+            for r in runs:
+                k = max(len(r.steps), 1)
+                if n == "other":
+                    v = sum(max((num(e.get("step_ms")) or 0.0) - sum(num(e.get(f)) or 0.0 for f, _ in PARTS), 0.0) for e in r.steps) / k
+                elif n == "checkpoint":
+                    v = sum(r.checkpoint_lost_ms(c) for c in r.checkpoints()) / k
+                else:
+                    f = PARTS[j][0]
+                    v = sum(num(e.get(f)) or 0.0 for e in r.steps) / k
+                vals.append(v)
+            ax.barh([r.label for r in runs], vals, left=left, color=pc[n], label=n)
+            left = [a + b for a, b in zip(left, vals)]
+        ax.set_xlabel("mean ms per step")
+        legend(ax, fontsize=7, ncol=len(names), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+        ax.set_title("Where the step time goes", pad=24)
+    save(fig, "step_breakdown.png", "step-time breakdown")
+
+    # GPU (NVML) figures.
+    series = [(r, r.gpu_series()) for r in runs]
+    if any(g for _, g in series):
+        fig, axes = plt.subplots(2, 2, figsize=(11, 6.5), sharex=True)
+        for ax, (f, title) in zip(axes.flat, GPU_FIELDS):
+            for i, (r, g) in enumerate(series):
+                for rank, pts in sorted(g.get(f, {}).items()):
+                    xs, ys = [], []
+                    for j, (t, v, si) in enumerate(pts):
+                        if j and si != pts[j - 1][2]:  # no line across the gap between two starts
+                            xs.append(math.nan)
+                            ys.append(math.nan)
+                        xs.append(t / tdiv)
+                        ys.append(v / 2**30 if f.endswith("_bytes") else v)
+                    ls = ["-", "--", "-.", ":"][rank % 4]
+                    lab = (f"{r.label} " if many else "") + f"rank {rank}"
+                    ax.plot(xs, ys, ls, color=colors[(i if many else rank) % len(colors)], lw=1, label=lab)
+                if f == "gpu_memory_used_bytes":
+                    for rank, pts in sorted(g.get("gpu_memory_total_bytes", {}).items())[:1]:
+                        ax.axhline(pts[-1][1] / 2**30, color="grey", ls="--", lw=0.8)
+            if f == "gpu_util_pct":
+                ax.axhline(GPU_UTIL_MIN_PCT, color="red", ls=":", lw=1)
+                ax.set_ylim(0, 105)
+            ax.set_title(title)
+            if ax.get_lines():
+                legend(ax, fontsize=7)
+        for ax in axes[1]:
+            ax.set_xlabel(f"{tname} since the run's first start")
+        save(fig, "gpu.png", "GPU utilisation, memory, temperature and power")
+    return done
+
+
+# ---- main ------------------------------------------------------------------------------------------
+
+def labels_for(dirs):
+    base = [os.path.basename(os.path.normpath(d)) or d for d in dirs]
+    out = []
+    for d, b in zip(dirs, base):
+        if base.count(b) > 1:
+            p = os.path.normpath(d).split(os.sep)
+            b = os.sep.join(p[-2:])
+        out.append(b)
+    return out
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="hpctrain report", description=(
+        "Plots and a Markdown summary of one or more run directories (RUN_DIR/metrics.jsonl): losses, "
+        "learning rate, test accuracy, throughput, step-time breakdown, GPU figures, restarts, cost and a "
+        "verdict. Several RUN_DIRs overlay their curves. See docs/report.md."))
+    ap.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory (run.dir) holding metrics.jsonl")
+    ap.add_argument("--out", metavar="DIR", help="where to write report.md, summary.json and the PNGs "
+                    "(default: RUN_DIR/report; ./report-compare for several RUN_DIRs)")
+    ap.add_argument("--price-per-gpu-hour", type=float, metavar="X",
+                    help="on-demand price of one GPU (a rank on a CPU run) for one hour (default: run.price_per_gpu_hour of the run's config, if any)")
+    ap.add_argument("--spot-price-per-gpu-hour", type=float, metavar="Y", help="spot (preemptible) price of one GPU-hour")
+    a = ap.parse_args(argv)
+    for k in ("price_per_gpu_hour", "spot_price_per_gpu_hour"):
+        v = getattr(a, k)
+        if v is not None and (not math.isfinite(v) or v < 0):
+            ap.error(f"--{k.replace('_', '-')} {v}: must be a finite number >= 0")
+    return a
+
+
+def main(argv):
+    a = parse_args(argv)
+    labels = labels_for(a.run_dirs)
+    runs = [Run(d, l) for d, l in zip(a.run_dirs, labels)]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ReportError(f"matplotlib is not available to {sys.executable} ({e}): install Debian's python3-matplotlib "
+                          "(scripts/install_deps.sh), or set HT_PYTHON to a python3 that has it", EXIT_RUNTIME)
+    out = a.out or (os.path.join(a.run_dirs[0], "report") if len(runs) == 1 else "report-compare")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise ReportError(f"--out {out}: cannot create the directory: {e.strerror}", EXIT_RUNTIME)
+    summaries = [r.summary(a.price_per_gpu_hour, a.spot_price_per_gpu_hour) for r in runs]
+    try:
+        pngs = plots(runs, out, plt)
+        text = markdown(runs, summaries, pngs)
+        with open(os.path.join(out, "report.md"), "w") as f:
+            f.write(text + "\n")
+        with open(os.path.join(out, "summary.json"), "w") as f:
+            json.dump({"runs": summaries, "files": ["report.md", "summary.json"] + [p for p, _ in pngs]}, f, indent=1, default=str)
+            f.write("\n")
+    except OSError as e:
+        raise ReportError(f"--out {out}: cannot write: {e}", EXIT_RUNTIME)
+    for S in summaries:
+        v = S["verdict"]
+        head = v["problems"][0] if v["problems"] else v["remarks"][0] if v["healthy"] is None else "no problem found"
+        print(f"{S['label']}: {verdict_word(v) if v['healthy'] is not False else 'NOT healthy'}: {head}")
+        print(f"  {S['steps']} steps, {S['restarts']} restart(s), final top-1 {fmt(S['final_top1'])}, best {fmt(S['best_top1'])}, "
+              f"{fmt(S['images_per_s'], ',.0f')} images/s, {S['device_hours']:.4f} {S['device_unit']}"
+              + (f", cost {money(S['cost'])}" if S["cost"] is not None else ""))
+    print(f"report: {os.path.join(out, 'report.md')} ({', '.join(p for p, _ in pngs)})")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except ReportError as e:
+        print(f"hpctrain: error: report: {e}", file=sys.stderr)
+        sys.exit(e.code)
+    except BrokenPipeError:
+        sys.exit(EXIT_RUNTIME)
