@@ -8,4 +8,13 @@
 # whole project in the image) well over 10 minutes when the cores are shared, hence the timeout.
 # It starts its own Slurm cluster, hence the lock shared with the slurm tests.
 ht_add_script_test(container_recipe container/test_container.sh LABELS container TIMEOUT 2400)
-set_tests_properties(container_recipe PROPERTIES RESOURCE_LOCK slurm_cluster)
+set_tests_properties(container_recipe PROPERTIES RESOURCE_LOCK "slurm_cluster;ht_container_image")
+# Issue 15, ranks in containers on 2 nodes (tests/container/test_container_2node.sh): the same image
+# (built or reused on the host), then in the simulated 2-node cluster (tests/cluster/cluster.sh, with
+# Slurm) 4 ranks, one podman container each, under host mpirun across the nodes and under
+# `sbatch --nodes=2 slurm/train.sbatch` with HT_CONTAINER: losses equal to the same 4-rank run outside
+# containers. Labels `container` and `multinode` (both excluded from scripts/test.sh). About 4
+# minutes on 2 shared cores with the image cached; the timeout leaves room for a cold image build.
+# Locks: the cluster (one at a time) and the image build shared with container_recipe.
+ht_add_script_test(container_2node container/test_container_2node.sh LABELS container multinode TIMEOUT 2400)
+set_tests_properties(container_2node PROPERTIES RESOURCE_LOCK "ht_cluster;ht_container_image")

@@ -20,20 +20,17 @@ set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 HT_BIN=${HT_BIN:-$src/build/hpctrain}
 image=${HT_CONTAINER_IMAGE:-localhost/hpctrain-test:cpu}
-base=localhost/hpctrain-base:bookworm
 t0=$SECONDS
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 phase() { echo "==== [$(( SECONDS - t0 )) s] $*"; }
 export USER=${USER:-$(id -un)}  # ch-run insists on it
 
-[[ $(id -u) -eq 0 ]] || skip "needs root (rootful podman, Slurm daemons)"
+# Root, the tools, namespaces, a working podman (tests/container/image.sh; exit 77 with the reason).
+# shellcheck source=image.sh
+source "$src/tests/container/image.sh"
+ht_ctr_ready || exit $?
 [[ -x $HT_BIN ]] || fail "HT_BIN '$HT_BIN' missing (build hpctrain first)"
-"$src/containers/install_tools.sh" || skip "containers/install_tools.sh failed (apt or Debian's archive unreachable?)"
-unshare --user --mount --pid --fork true 2>/dev/null || skip "cannot create user, mount and PID namespaces here"
-source "$src/containers/podman_env.sh"
-ht_podman_env
-podman info >/dev/null 2>&1 || skip "podman does not work here: $(podman info 2>&1 | tail -1)"
 
 work=$(mktemp -d /tmp/ht-container.XXXXXX)
 cleanup() {
@@ -49,19 +46,9 @@ trap cleanup EXIT
 chmod 777 "$work"
 
 # ---- 1. base image and recipe -------------------------------------------------------------------
-phase "base image"
-"$src/containers/build_base.sh" "$base" || skip "containers/build_base.sh failed (mmdebstrap needs Debian's archive)"
-phase "podman build (containers/Containerfile on $base)"
-commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo unknown)
-dirty=0
-[[ -n $(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null) ]] && dirty=1
-b0=$SECONDS
-podman build --network=host -f "$src/containers/Containerfile" --build-arg BASE_IMAGE="$base" \
-  --build-arg HT_GIT_COMMIT="$commit" --build-arg HT_GIT_DIRTY=$dirty --build-arg BUILD_JOBS="$(nproc)" \
-  -t "$image" "$src" >"$work/build.log" 2>&1 || { tail -n 60 "$work/build.log"; fail "podman build"; }
-grep -iE 'cache (hit|miss)|hits|misses' "$work/build.log" | head -4
-size=$(podman image inspect --format '{{.Size}}' "$image")
-echo "image $image: $(( size / 1000000 )) MB (base $(( $(podman image inspect --format '{{.Size}}' "$base") / 1000000 )) MB), built in $(( SECONDS - b0 )) s"
+phase "base image and podman build"
+ht_ctr_build "$image" "$work/build.log" || exit $?
+commit=$ht_ctr_commit size=$ht_ctr_size
 user=$(podman image inspect --format '{{.Config.User}}' "$image")
 [[ $user == hpctrain ]] || fail "image runs as '$user', expected the non-root user hpctrain"
 entry=$(podman image inspect --format '{{json .Config.Entrypoint}}' "$image")
