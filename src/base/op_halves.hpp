@@ -6,6 +6,18 @@
 // src/ops/<op>.hpp validate the arguments once (OpArgs) and call the half of the input's device; the
 // halves trust their arguments. The shapes are in src/base/op_shapes.hpp. A build without CUDA
 // defines no ht::cuda table and its dispatchers never name one (HT_DISPATCH in src/ops/op.hpp).
+//
+// Precision (issue 13; the table of what runs in which precision is docs/precision.md): the
+// activations carry the compute dtype. A 4-D activation [N,C,H,W] of dtype float32 is NCHW in
+// memory; of dtype bfloat16 or float16 it is NHWC (channels-last): the shape stays the logical
+// [N,C,H,W]. 2-D activations [N,F] are row-major in every dtype. A half learns the precision of a
+// call from its input x. Parameters (w, b, gamma, beta), their gradients (dw, db, dgamma, dbeta) and
+// the batch-norm statistics are float32 always (the master copies); a half that computes in low
+// precision makes its low-precision copy of w itself (kept in the op cache, in its library's
+// preferred layout) and accumulates in float32. Per family: conv2d x, y, dy, dx of one dtype;
+// linear x and dx of one dtype, y and dy float32 or x's dtype; batch norm, max pool, relu, add: one
+// dtype for all activations; global average pool: y [N,C] of x's dtype; softmax_xent, sgd,
+// scale_inplace, add_inplace, count_nonfinite: float32.
 #include <cstdint>
 
 #include "src/base/op_cache.hpp"
@@ -86,6 +98,15 @@ struct SoftmaxXentHalf {
 };
 namespace cpu { extern const SoftmaxXentHalf softmax_xent; }  // src/ops/softmax_xent_cpu.cpp
 namespace cuda { extern const SoftmaxXentHalf softmax_xent; }  // cuda/softmax_xent.cu
+
+/// Conversion between activation formats (src/ops/convert.hpp): dst = src rounded to dst's dtype
+/// (src/base/bf16.hpp rounding), same logical shape; a 4-D tensor changes memory order with the
+/// dtype (float32 NCHW <-> bfloat16/float16 NHWC), other ranks convert element by element.
+struct ConvertHalf {
+  void (*convert)(const Tensor& src, Tensor& dst);
+};
+namespace cpu { extern const ConvertHalf convert; }  // src/ops/convert_cpu.cpp (oneDNN reorder)
+namespace cuda { extern const ConvertHalf convert; }  // cuda/convert.cu
 
 /// The SGD step over one flat parameter buffer (src/ops/sgd_update.hpp).
 struct SgdHalf {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "src/base/bf16.hpp"
 #include "src/base/error.hpp"
 
 namespace ht {
@@ -28,6 +29,8 @@ template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
+template <> constexpr DType dtype_of<bf16>() { return DType::bf16; }
+template <> constexpr DType dtype_of<f16>() { return DType::f16; }
 
 /// Allocator hooks per device. CPU memory is 64-byte aligned host memory; the CUDA backend
 /// registers its allocator (cudaMalloc with the OOM diagnosis) at start-up, so src/ never calls CUDA.

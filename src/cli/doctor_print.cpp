@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/base/bytes.hpp"
+#include "src/ops/cpu_precision.hpp"
 
 namespace ht {
 namespace {
@@ -56,6 +57,8 @@ void versions(std::ostringstream& out, const RankReport& r0) {
   out << "  " << lib_line(r0.cudnn, "cuDNN") << "\n  " << lib_line(r0.nccl, "NCCL") << "\n";
   out << "  MPI: " << r0.mpi_library.substr(0, r0.mpi_library.find('\n')) << " (MPI " << r0.mpi_standard << ")\n";
   out << "  HDF5: " << r0.hdf5_runtime << " (built with " << r0.hdf5_built << ")\n";
+  out << "  oneDNN CPU ISA (this host): " << onednn_cpu_isa() << ", bf16 training "
+      << (onednn_can_train(DType::bf16, nullptr) ? "available" : "not available") << "\n";
   out << "  hpctrain binary: " << r0.exe_hash << "\n";
   const RunDirProbe& rd = r0.run_dir;
   out << "\nRun directory " << rd.path << (rd.exists ? "" : " (not created yet)") << ": " << rd.fs

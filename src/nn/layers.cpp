@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "cuda/allocator.hpp"
+#include "src/ops/convert.hpp"
 #include "src/ops/elementwise.hpp"
 
 namespace ht {
@@ -16,22 +17,42 @@ Conv2d::Conv2d(ParamStore& ps, std::string n, int ic, int oc, int k, int s, int 
   if (bias) ib_ = ps.add_param(name + ".bias", {oc}, ParamKind::bias, int64_t{ic} * k * k, oc, &b_, &db_);
 }
 
-const Tensor& Conv2d::forward(const Tensor& x, const PassOptions&) {
-  x_ = x;
+namespace {
+/// x as the layer computes it: x itself, or (a float32 x in a low-precision pass) x converted into
+/// `buf`; `converted` records which, so backward can return dx in x's own dtype.
+const Tensor& compute_input(const Tensor& x, const PassOptions& o, Tensor& buf, bool& converted) {
+  converted = o.compute != DType::f32 && x.dtype() == DType::f32;
+  if (!converted) return x;
+  buf.ensure(x.shape(), o.compute, x.device());
+  convert_tensor(x, buf);
+  return buf;
+}
+
+/// dx in the dtype of the layer's original input: dx itself, or converted into `buf` (float32).
+const Tensor& input_grad(const Tensor& dx, bool converted, Tensor& buf) {
+  if (!converted) return dx;
+  buf.ensure(dx.shape(), DType::f32, dx.device());
+  convert_tensor(dx, buf);
+  return buf;
+}
+}  // namespace
+
+const Tensor& Conv2d::forward(const Tensor& x, const PassOptions& o) {
+  x_ = compute_input(x, o, xl_, converted_);
   sh_ = Conv2dShape{static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)), static_cast<int>(x.dim(2)),
                     static_cast<int>(x.dim(3)), out_ch, kernel, kernel, stride, pad};
-  y_.ensure({sh_.n, out_ch, sh_.p(), sh_.q()}, DType::f32, x.device());
-  conv2d_forward(cache_, sh_, x, w_, has_bias ? &b_ : nullptr, y_);
+  y_.ensure({sh_.n, out_ch, sh_.p(), sh_.q()}, x_.dtype(), x.device());
+  conv2d_forward(cache_, sh_, x_, w_, has_bias ? &b_ : nullptr, y_);
   return y_;
 }
 
 const Tensor& Conv2d::backward(const Tensor& dy, const PassOptions& o) {
-  if (o.need_input_grad) dx_.ensure(x_.shape(), DType::f32, x_.device());
+  if (o.need_input_grad) dx_.ensure(x_.shape(), x_.dtype(), x_.device());
   conv2d_backward(cache_, sh_, x_, w_, dy, o.need_input_grad ? &dx_ : nullptr, dw_, has_bias ? &db_ : nullptr,
                   o.accumulate);
   if (has_bias) ps_->grad_ready(ib_);
   ps_->grad_ready(iw_);
-  return dx_;
+  return o.need_input_grad ? input_grad(dx_, converted_, dx32_) : dx_;
 }
 
 // ---- BatchNorm2d --------------------------------------------------------------------------------
@@ -49,7 +70,7 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, const PassOptions& o) {
   sh_.c = c_;
   sh_.h = static_cast<int>(x.dim(2));
   sh_.w = static_cast<int>(x.dim(3));
-  y_.ensure(x.shape(), DType::f32, x.device());
+  y_.ensure(x.shape(), x.dtype(), x.device());
   if (o.training) {
     smean_.ensure({c_}, DType::f32, x.device());
     sinv_.ensure({c_}, DType::f32, x.device());
@@ -61,7 +82,7 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, const PassOptions& o) {
 }
 
 const Tensor& BatchNorm2d::backward(const Tensor& dy, const PassOptions& o) {
-  dx_.ensure(x_.shape(), DType::f32, x_.device());
+  dx_.ensure(x_.shape(), x_.dtype(), x_.device());
   batchnorm2d_backward(cache_, sh_, x_, dy, gamma_, smean_, sinv_, dx_, dgamma_, dbeta_, o.accumulate);
   ps_->grad_ready(ib_);
   ps_->grad_ready(ig_);
@@ -70,13 +91,13 @@ const Tensor& BatchNorm2d::backward(const Tensor& dy, const PassOptions& o) {
 
 // ---- ReLU ---------------------------------------------------------------------------------------
 const Tensor& ReLU::forward(const Tensor& x, const PassOptions&) {
-  y_.ensure(x.shape(), DType::f32, x.device());
+  y_.ensure(x.shape(), x.dtype(), x.device());
   relu_forward(x, y_);
   return y_;
 }
 
 const Tensor& ReLU::backward(const Tensor& dy, const PassOptions&) {
-  dx_.ensure(y_.shape(), DType::f32, y_.device());
+  dx_.ensure(y_.shape(), y_.dtype(), y_.device());
   relu_backward(y_, dy, dx_);
   return dx_;
 }
@@ -88,13 +109,13 @@ const Tensor& MaxPool2d::forward(const Tensor& x, const PassOptions&) {
   x_ = x;
   sh_ = PoolShape{static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)), static_cast<int>(x.dim(2)),
                   static_cast<int>(x.dim(3)), k_, s_, p_};
-  y_.ensure({sh_.n, sh_.c, sh_.p(), sh_.q()}, DType::f32, x.device());
+  y_.ensure({sh_.n, sh_.c, sh_.p(), sh_.q()}, x.dtype(), x.device());
   maxpool2d_forward(cache_, sh_, x, y_);
   return y_;
 }
 
 const Tensor& MaxPool2d::backward(const Tensor& dy, const PassOptions&) {
-  dx_.ensure(x_.shape(), DType::f32, x_.device());
+  dx_.ensure(x_.shape(), x_.dtype(), x_.device());
   maxpool2d_backward(cache_, sh_, x_, y_, dy, dx_);
   return dx_;
 }
@@ -102,25 +123,38 @@ const Tensor& MaxPool2d::backward(const Tensor& dy, const PassOptions&) {
 // ---- GlobalAvgPool / Flatten --------------------------------------------------------------------
 const Tensor& GlobalAvgPool::forward(const Tensor& x, const PassOptions&) {
   in_shape_ = x.shape();
-  y_.ensure({x.dim(0), x.dim(1)}, DType::f32, x.device());
+  in_dtype_ = x.dtype();
+  y_.ensure({x.dim(0), x.dim(1)}, x.dtype(), x.device());
   global_avgpool_forward(cache_, x, y_);
   return y_;
 }
 
 const Tensor& GlobalAvgPool::backward(const Tensor& dy, const PassOptions&) {
-  dx_.ensure(in_shape_, DType::f32, dy.device());
+  dx_.ensure(in_shape_, in_dtype_, dy.device());
   global_avgpool_backward(cache_, dy, dx_);
   return dx_;
 }
 
 const Tensor& Flatten::forward(const Tensor& x, const PassOptions&) {
   in_shape_ = x.shape();
-  y_ = x.view({x.dim(0), x.numel() / x.dim(0)});
+  in_dtype_ = x.dtype();
+  const Tensor* src = &x;
+  if (x.dtype() != DType::f32 && x.ndim() == 4) {  // NHWC: back to NCHW order (float32)
+    x32_.ensure(x.shape(), DType::f32, x.device());
+    convert_tensor(x, x32_);
+    src = &x32_;
+  }
+  y_ = src->view({x.dim(0), x.numel() / x.dim(0)});
   return y_;
 }
 
 const Tensor& Flatten::backward(const Tensor& dy, const PassOptions&) {
   dx_ = dy.view(in_shape_);
+  if (in_dtype_ != dx_.dtype()) {
+    dxl_.ensure(in_shape_, in_dtype_, dy.device());
+    convert_tensor(dx_, dxl_);
+    return dxl_;
+  }
   return dx_;
 }
 
@@ -131,20 +165,20 @@ Linear::Linear(ParamStore& ps, std::string n, int i, int o, bool bias) : in(i), 
   if (bias) ib_ = ps.add_param(name + ".bias", {o}, ParamKind::bias, i, o, &b_, &db_);
 }
 
-const Tensor& Linear::forward(const Tensor& x, const PassOptions&) {
-  x_ = x;
+const Tensor& Linear::forward(const Tensor& x, const PassOptions& o) {
+  x_ = compute_input(x, o, xl_, converted_);
   y_.ensure({x.dim(0), out}, DType::f32, x.device());
-  linear_forward(cache_, LinearShape{static_cast<int>(x.dim(0)), in, out}, x, w_, ib_ >= 0 ? &b_ : nullptr, y_);
+  linear_forward(cache_, LinearShape{static_cast<int>(x.dim(0)), in, out}, x_, w_, ib_ >= 0 ? &b_ : nullptr, y_);
   return y_;
 }
 
 const Tensor& Linear::backward(const Tensor& dy, const PassOptions& o) {
-  if (o.need_input_grad) dx_.ensure(x_.shape(), DType::f32, x_.device());
+  if (o.need_input_grad) dx_.ensure(x_.shape(), x_.dtype(), x_.device());
   linear_backward(cache_, LinearShape{static_cast<int>(x_.dim(0)), in, out}, x_, w_, dy,
                   o.need_input_grad ? &dx_ : nullptr, dw_, ib_ >= 0 ? &db_ : nullptr, o.accumulate);
   if (ib_ >= 0) ps_->grad_ready(ib_);
   ps_->grad_ready(iw_);
-  return dx_;
+  return o.need_input_grad ? input_grad(dx_, converted_, dx32_) : dx_;
 }
 
 // ---- Sequential ---------------------------------------------------------------------------------
@@ -191,7 +225,7 @@ void ResidualBlock::add_shortcut(ParamStore& ps, int in_ch, int out_ch, int stri
 const Tensor& ResidualBlock::forward(const Tensor& x, const PassOptions& o) {
   const Tensor& m = main_.forward(x, o);
   const Tensor& s = down_ ? down_->forward(x, o) : x;
-  sum_.ensure(m.shape(), DType::f32, m.device());
+  sum_.ensure(m.shape(), m.dtype(), m.device());
   add_forward(m, s, sum_);
   return out_relu_.forward(sum_, o);
 }
@@ -204,7 +238,7 @@ const Tensor& ResidualBlock::backward(const Tensor& dy, const PassOptions& o) {
   inner.need_input_grad = true;
   const Tensor& dd = down_ ? down_->backward(ds, inner) : ds;
   const Tensor& dm = main_.backward(ds, inner);
-  dx_.ensure(dm.shape(), DType::f32, dm.device());
+  dx_.ensure(dm.shape(), dm.dtype(), dm.device());
   add_forward(dm, dd, dx_);
   return dx_;
 }

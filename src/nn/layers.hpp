@@ -2,7 +2,10 @@
 // Layers: each owns its parameters (views into the ParamStore), its op caches and its output and
 // input-gradient buffers (reused step after step). forward(x) keeps a handle on x for backward;
 // backward(dy) returns dx and reports each parameter's gradient as final through the store.
-// Activations are NCHW float32.
+// Activations are NCHW float32, or with PassOptions::compute = bf16 (fp16) low-precision NHWC tensors
+// (the formats of src/base/op_halves.hpp): a layer taking a float32 input in a low-precision pass
+// converts it itself (the first convolution, the linear layers), linear layers output float32 (the
+// logits stay float32 for the loss), and every layer's dx has the dtype of the x it was given.
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +23,7 @@ struct PassOptions {
   bool training = true;
   bool accumulate = false;  ///< add parameter gradients to the existing ones (micro-batches 2..A)
   bool need_input_grad = true;
+  DType compute = DType::f32;  ///< f32, or bf16/f16: convolutions and linear layers in that dtype
 };
 
 class Layer {
@@ -47,6 +51,8 @@ class Conv2d : public Layer {
   ParamStore* ps_;
   int iw_, ib_ = -1;
   Tensor w_, dw_, b_, db_, x_, y_, dx_;
+  Tensor xl_, dx32_;  // low-precision pass: the converted float32 input, and its gradient back in f32
+  bool converted_ = false;
   Conv2dShape sh_;
   OpCachePtr cache_;
 };
@@ -98,11 +104,13 @@ class GlobalAvgPool : public Layer {
 
  private:
   std::vector<int64_t> in_shape_;
+  DType in_dtype_ = DType::f32;
   Tensor y_, dx_;
   OpCachePtr cache_;
 };
 
-/// [N, ...] -> [N, prod(...)] (a view, no copy).
+/// [N, ...] -> [N, prod(...)] in NCHW order (a view, no copy, for float32; a low-precision NHWC
+/// input is converted to float32 NCHW first, so the features keep torchvision's order).
 class Flatten : public Layer {
  public:
   using Layer::Layer;  // (std::string name)
@@ -111,7 +119,8 @@ class Flatten : public Layer {
 
  private:
   std::vector<int64_t> in_shape_;
-  Tensor y_, dx_;
+  DType in_dtype_ = DType::f32;
+  Tensor y_, dx_, x32_, dxl_;
 };
 
 /// nn.Linear: [N,in] -> [N,out].
@@ -126,6 +135,8 @@ class Linear : public Layer {
   ParamStore* ps_;
   int iw_, ib_ = -1;
   Tensor w_, dw_, b_, db_, x_, y_, dx_;
+  Tensor xl_, dx32_;  // low-precision pass: the converted float32 input, and its gradient back in f32
+  bool converted_ = false;
   OpCachePtr cache_;
 };
 

@@ -18,6 +18,9 @@ struct ModelSpec {
   int num_classes = 10;
   int channels = 1, height = 28, width = 28;
   int mlp_hidden = 64;
+  /// The dtype convolutions and linear layers compute in (train.precision): f32, or bf16/f16 with
+  /// float32 master weights, low-precision NHWC activations and float32 logits (docs/precision.md).
+  DType compute = DType::f32;
 };
 
 class Model {
@@ -26,11 +29,17 @@ class Model {
   /// unknown name or an input too small for the model.
   Model(const ModelSpec& spec, Device device, uint64_t seed);
   /// x [N,C,H,W] -> logits [N,classes] (owned by the model).
-  const Tensor& forward(const Tensor& x, const PassOptions& o) { return net_.forward(x, o); }
+  /// The pass runs in spec().compute whatever o.compute says.
+  const Tensor& forward(const Tensor& x, const PassOptions& o) {
+    PassOptions f = o;
+    f.compute = spec_.compute;
+    return net_.forward(x, f);
+  }
   /// dlogits -> parameter gradients (into params().flat_grads()); no input gradient.
   void backward(const Tensor& dlogits, const PassOptions& o) {
     PassOptions b = o;
     b.need_input_grad = false;
+    b.compute = spec_.compute;
     net_.backward(dlogits, b);
   }
   ParamStore& params() { return ps_; }

@@ -11,7 +11,7 @@ OpArgs bn_args(const char* op, const BatchNormShape& sh, const Tensor& x) {
                        std::to_string(sh.h) + ", " + std::to_string(sh.w) + "]");
   });
   a.require(sh.eps > 0.f, [&] { return std::string("eps " + std::to_string(sh.eps) + " must be positive"); });
-  a.f32(x, "x", {sh.n, sh.c, sh.h, sh.w});
+  a.act(x, "x", {sh.n, sh.c, sh.h, sh.w});
   return a;
 }
 
@@ -32,7 +32,7 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
   a.require(m > 1, [&] {
     return std::string("training needs more than one value per channel (N*H*W = " + std::to_string(m) + ")");
   });
-  a.f32(y, "y", {sh.n, sh.c, sh.h, sh.w});
+  a.act(y, "y", {sh.n, sh.c, sh.h, sh.w}).same_dtype(x, "x", y, "y");
   channel(a, sh, gamma, "gamma");
   channel(a, sh, beta, "beta");
   channel(a, sh, running_mean, "running_mean");
@@ -46,7 +46,7 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
 void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
   const OpArgs a = bn_args("batchnorm2d_forward_infer", sh, x);
-  a.f32(y, "y", {sh.n, sh.c, sh.h, sh.w});
+  a.act(y, "y", {sh.n, sh.c, sh.h, sh.w}).same_dtype(x, "x", y, "y");
   channel(a, sh, gamma, "gamma");
   channel(a, sh, beta, "beta");
   channel(a, sh, running_mean, "running_mean");
@@ -59,7 +59,8 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
                           const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                           Tensor& dgamma, Tensor& dbeta, bool accumulate) {
   const OpArgs a = bn_args("batchnorm2d_backward", sh, x);
-  a.f32(dy, "dy", {sh.n, sh.c, sh.h, sh.w}).f32(dx, "dx", {sh.n, sh.c, sh.h, sh.w});
+  a.act(dy, "dy", {sh.n, sh.c, sh.h, sh.w}).act(dx, "dx", {sh.n, sh.c, sh.h, sh.w});
+  a.same_dtype(x, "x", dy, "dy").same_dtype(x, "x", dx, "dx");
   channel(a, sh, gamma, "gamma");
   channel(a, sh, save_mean, "save_mean");
   channel(a, sh, save_invstd, "save_invstd");

@@ -1,4 +1,5 @@
-// CPU batch normalization on oneDNN 2.6 (batch_normalization_forward/backward, plain NCHW f32,
+// CPU batch normalization on oneDNN 2.6 (batch_normalization_forward/backward, plain NCHW f32 or
+// NHWC bf16 activations with float32 statistics, scale, shift and their gradients,
 // flags use_scale | use_shift so gamma and beta are passed as separate [C] tensors without packing).
 // Primitives are built once per shape in the caller's OpCache, one set per mode (train, inference,
 // backward) so alternating training and evaluation does not rebuild them. The running statistics
@@ -21,7 +22,8 @@ bool same_bn(const BatchNormShape& a, const BatchNormShape& b) {
 }
 
 struct BatchNormCache : OpCache {
-  dnnl::memory::desc x_md, c_md;  // [N,C,H,W] nchw, [C]
+  dnnl::memory::desc x_md, c_md;  // [N,C,H,W] (nchw f32 or nhwc bf16), [C] f32
+  DType t = DType::f32;            // the activations' dtype the primitives were built for
   bool train_built = false, infer_built = false, bwd_built = false;
   BatchNormShape train_key, infer_key, bwd_key;
   dnnl::batch_normalization_forward::primitive_desc train_pd, infer_pd;
@@ -33,9 +35,11 @@ struct BatchNormCache : OpCache {
   std::vector<float> zero_shift;      // backward: oneDNN 2.6 asks for SHIFT with use_shift (unused)
 };
 
-BatchNormCache& bn_cache(OpCachePtr& slot, const BatchNormShape& sh) {
+BatchNormCache& bn_cache(OpCachePtr& slot, const BatchNormShape& sh, DType t) {
   auto& c = cache_as<BatchNormCache>(slot);
-  c.x_md = du::f32_desc({sh.n, sh.c, sh.h, sh.w}, du::tag::nchw);
+  if (c.t != t) c.train_built = c.infer_built = c.bwd_built = false;
+  c.t = t;
+  c.x_md = du::act_desc({sh.n, sh.c, sh.h, sh.w}, t);
   c.c_md = du::f32_desc({sh.c}, du::tag::a);
   return c;
 }
@@ -51,7 +55,7 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
                                Tensor& save_mean, Tensor& save_invstd) {
   const int64_t m = static_cast<int64_t>(sh.n) * sh.h * sh.w;
 
-  auto& c = bn_cache(cache, sh);
+  auto& c = bn_cache(cache, sh, x.dtype());
   if (!c.train_built || !same_bn(c.train_key, sh)) {
     c.train_pd = make_fwd_pd(c, sh, dnnl::prop_kind::forward_training, nf::use_scale | nf::use_shift);
     c.train = dnnl::batch_normalization_forward(c.train_pd);
@@ -83,7 +87,7 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
 void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
 
-  auto& c = bn_cache(cache, sh);
+  auto& c = bn_cache(cache, sh, x.dtype());
   if (!c.infer_built || !same_bn(c.infer_key, sh)) {
     c.infer_pd = make_fwd_pd(c, sh, dnnl::prop_kind::forward_inference,
                              nf::use_global_stats | nf::use_scale | nf::use_shift);
@@ -104,7 +108,7 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
                           const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                           Tensor& dgamma, Tensor& dbeta, bool accumulate) {
 
-  auto& c = bn_cache(cache, sh);
+  auto& c = bn_cache(cache, sh, x.dtype());
   if (!c.bwd_built || !same_bn(c.bwd_key, sh)) {
     const auto flags = nf::use_scale | nf::use_shift;
     const auto hint = make_fwd_pd(c, sh, dnnl::prop_kind::forward_training, flags);

@@ -7,6 +7,7 @@ namespace ht {
 namespace {
 struct Conv2dDims {
   using Shape = Conv2dShape;
+  static constexpr bool kSameDtypeY = true;
   static bool valid(const Shape& sh) {
     return sh.n > 0 && sh.c > 0 && sh.h > 0 && sh.w > 0 && sh.k > 0 && sh.r > 0 && sh.s > 0 && sh.stride > 0 &&
            sh.pad >= 0 && sh.p() > 0 && sh.q() > 0;

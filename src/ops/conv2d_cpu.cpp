@@ -1,5 +1,9 @@
 // CPU conv2d with oneDNN 2.6 convolution primitives (forward, backward data, backward weights +
-// bias). User tensors are plain NCHW / KCRS f32; the primitives may pick blocked internal layouts
+// bias). bfloat16 (and float16, where oneDNN has kernels) activations are NHWC and given to the
+// primitives as they are (no reorders between layers): bf16 source/destination, the float32 KCRS
+// master filter rounded by a cached reorder into the bf16 layout the primitive picked (once per pass),
+// float32 accumulation and float32 filter/bias gradients (reordered into KCRS, accumulated in f32).
+// Float32 user tensors are plain NCHW / KCRS; the primitives may pick blocked internal layouts
 // (format_tag::any, e.g. nChw16c / OIhw16i16o on AVX-512), in which case cached reorders convert
 // at the boundary (dnnl_util::Staged). Primitives and reorders are built once per shape and kept
 // in the caller's OpCache; a shape (or bias presence) change rebuilds them. Reordered copies live
@@ -33,8 +37,19 @@ struct Plan {
   dnnl::algorithm algo = dnnl::algorithm::convolution_direct;
 };
 
-Plan plan_for(const Conv2dShape& sh) {
+/// The cache key: the shape with the dtypes of the activations (x and y share one).
+struct ConvKey {
+  Conv2dShape sh;
+  DType t = DType::f32;
+};
+
+Plan plan_for(const ConvKey& key) {
+  const Conv2dShape& sh = key.sh;
   Plan p;
+  if (key.t != DType::f32) {  // NHWC as given, direct: oneDNN's bf16 kernels take channels-last
+    p.any_layout = false;
+    return p;
+  }
   p.any_layout = !(sh.r == 1 && sh.s == 1);
   if (sh.r == 3 && sh.s == 3 && sh.stride == 1 && sh.c >= 32 && sh.k >= 32)
     p.algo = dnnl::algorithm::convolution_winograd;
@@ -63,37 +78,44 @@ PD make_pd(dnnl::algorithm algo, const MakeDesc& make_desc, const Hint&... hint)
   return PD(make_desc(dnnl::algorithm::convolution_direct), du::scratchpad_attr(), du::engine(), hint...);
 }
 
-bool same_shape(const Conv2dShape& a, const Conv2dShape& b) {
-  return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w && a.k == b.k && a.r == b.r && a.s == b.s &&
+bool same_shape(const ConvKey& ka, const ConvKey& kb) {
+  const Conv2dShape &a = ka.sh, &b = kb.sh;
+  return ka.t == kb.t && a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w && a.k == b.k && a.r == b.r && a.s == b.s &&
          a.stride == b.stride && a.pad == b.pad;
 }
 
 struct Descs {
   memory::dims x, w, bd, y, strides, pad;
   memory::desc x_any, w_any, y_any;
-  memory::desc x_user, w_user, y_user, b;
-  explicit Descs(const Conv2dShape& sh) {
+  memory::desc x_user, w_user, y_user, b, dw_any;
+  explicit Descs(const ConvKey& key) {
+    const Conv2dShape& sh = key.sh;
     x = {sh.n, sh.c, sh.h, sh.w};
     w = {sh.k, sh.c, sh.r, sh.s};
     bd = {sh.k};
     y = {sh.n, sh.k, sh.p(), sh.q()};
     strides = {sh.stride, sh.stride};
     pad = {sh.pad, sh.pad};
-    const bool any = plan_for(sh).any_layout;
-    x_user = du::f32_desc(x, du::tag::nchw);
+    const bool any = plan_for(key).any_layout;
+    x_user = du::act_desc(x, key.t);
     w_user = du::f32_desc(w, du::tag::oihw);
-    y_user = du::f32_desc(y, du::tag::nchw);
+    y_user = du::act_desc(y, key.t);
     x_any = any ? du::f32_desc(x, du::tag::any) : x_user;
-    w_any = any ? du::f32_desc(w, du::tag::any) : w_user;
+    // Low precision: the filter in the activations' dtype, in the layout the kernel wants.
+    w_any = key.t != DType::f32 ? memory::desc(w, du::dnnl_dtype(key.t), du::tag::any)
+            : any               ? du::f32_desc(w, du::tag::any)
+                                : w_user;
     y_any = any ? du::f32_desc(y, du::tag::any) : y_user;
     b = du::f32_desc(bd, du::tag::x);
+    dw_any = key.t != DType::f32 ? du::f32_desc(w, du::tag::any) : w_any;  // float32 filter gradient
   }
 };
 
 /// The oneDNN convolution primitives for dnnl_util::WeightedOpCache.
-struct ConvTraits : du::WeightedTraits<Conv2dShape, dnnl::convolution_forward, dnnl::convolution_backward_data,
+struct ConvTraits : du::WeightedTraits<ConvKey, dnnl::convolution_forward, dnnl::convolution_backward_data,
                                     dnnl::convolution_backward_weights, Descs> {
   static bool same(const Shape& a, const Shape& b) { return same_shape(a, b); }
+  static ConvKey key(const Conv2dShape& sh, DType x, DType) { return ConvKey{sh, x}; }
 
   static Fwd::primitive_desc fwd(const Shape& sh, bool bias) {
     const Descs d(sh);
@@ -115,8 +137,8 @@ struct ConvTraits : du::WeightedTraits<Conv2dShape, dnnl::convolution_forward, d
     return make_pd<BwdWeights::primitive_desc>(
         plan_for(sh).algo,
         [&](dnnl::algorithm a) {
-          return bias ? BwdWeights::desc(a, d.x_any, d.w_any, d.b, d.y_any, d.strides, d.pad, d.pad)
-                      : BwdWeights::desc(a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad);
+          return bias ? BwdWeights::desc(a, d.x_any, d.dw_any, d.b, d.y_any, d.strides, d.pad, d.pad)
+                      : BwdWeights::desc(a, d.x_any, d.dw_any, d.y_any, d.strides, d.pad, d.pad);
         },
         hint);
   }
@@ -124,6 +146,6 @@ struct ConvTraits : du::WeightedTraits<Conv2dShape, dnnl::convolution_forward, d
 
 }  // namespace
 
-const Conv2dHalf conv2d = du::weighted_op_half<ConvTraits>();
+const Conv2dHalf conv2d = du::weighted_op_half<ConvTraits, Conv2dShape>();
 
 }  // namespace ht::cpu

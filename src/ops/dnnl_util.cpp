@@ -29,6 +29,20 @@ tag plain_tag(int ndims) {
   }
 }
 
+dt dnnl_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return dt::f32;
+    case DType::bf16: return dt::bf16;
+    case DType::f16: return dt::f16;
+    default: throw RuntimeError(std::string("oneDNN: no data type for dtype ") + dtype_name(t));
+  }
+}
+
+memory::desc act_desc(const memory::dims& dims, DType t) {
+  if (dims.size() == 4) return memory::desc(dims, dnnl_dtype(t), t == DType::f32 ? tag::nchw : tag::nhwc);
+  return memory::desc(dims, dnnl_dtype(t), plain_tag(static_cast<int>(dims.size())));
+}
+
 memory::desc f32_desc(const memory::dims& dims, tag t) { return memory::desc(dims, dt::f32, t); }
 
 memory::desc plain_desc(const memory::dims& dims) {

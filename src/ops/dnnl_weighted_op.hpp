@@ -11,6 +11,7 @@
 //     struct Descs { memory::desc x_user, w_user, y_user, b; };       // plain user layouts
 //     static bool same(const Shape&, const Shape&);
 //     static Descs descs(const Shape&);
+//     static Shape key(const OpShape&, DType x, DType y);   // the op's shape and activation dtypes
 //     static typename Fwd::primitive_desc fwd(const Shape&, bool bias);
 //     static typename BwdData::primitive_desc bwd_data(const Shape&, const typename Fwd::primitive_desc& hint);
 //     static typename BwdWeights::primitive_desc bwd_weights(const Shape&, bool bias,
@@ -160,17 +161,19 @@ struct WeightedOpCache : OpCache {
 
 /// The CPU half (src/base/op_halves.hpp) of the op that Traits describes: forward and backward run
 /// through the WeightedOpCache<Traits> kept in the op's cache slot (null b, dx, db: not computed).
-template <class Traits>
-constexpr WeightedOpHalf<typename Traits::Shape> weighted_op_half() {
-  using Shape = typename Traits::Shape;
-  return {.forward = [](OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+/// Traits::Shape is the cache key: the op's shape with the activation dtypes (Traits::key).
+template <class Traits, class OpShape>
+constexpr WeightedOpHalf<OpShape> weighted_op_half() {
+  return {.forward = [](OpCachePtr& cache, const OpShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                         Tensor& y) {
-            cache_as<WeightedOpCache<Traits>>(cache).forward(sh, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
+            cache_as<WeightedOpCache<Traits>>(cache).forward(Traits::key(sh, x.dtype(), y.dtype()), x.raw(), w.raw(),
+                                                             b ? b->raw() : nullptr, y.raw());
           },
-          .backward = [](OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+          .backward = [](OpCachePtr& cache, const OpShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                          Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-            cache_as<WeightedOpCache<Traits>>(cache).backward(sh, x.raw(), w.raw(), dy.raw(), dx ? dx->raw() : nullptr,
-                                                              dw.raw(), db ? db->raw() : nullptr, accumulate);
+            cache_as<WeightedOpCache<Traits>>(cache).backward(Traits::key(sh, x.dtype(), dy.dtype()), x.raw(), w.raw(),
+                                                              dy.raw(), dx ? dx->raw() : nullptr, dw.raw(),
+                                                              db ? db->raw() : nullptr, accumulate);
           }};
 }
 

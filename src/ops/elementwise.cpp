@@ -4,19 +4,19 @@ namespace ht {
 
 void relu_forward(const Tensor& x, Tensor& y) {
   const OpArgs a("relu_forward", x);
-  a.f32(x, "x").f32(y, "y").same_numel(x, "x", y, "y");
+  a.act(x, "x").act(y, "y").same_dtype(x, "x", y, "y").same_numel(x, "x", y, "y");
   HT_DISPATCH(a.device(), "relu_forward", elementwise.relu_forward, x, y);
 }
 
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   const OpArgs a("relu_backward", y);
-  a.f32(y, "y").f32(dy, "dy").f32(dx, "dx").same_numel(y, "y", dy, "dy").same_numel(y, "y", dx, "dx");
+  a.act(y, "y").act(dy, "dy").act(dx, "dx").same_dtype(y, "y", dy, "dy").same_dtype(y, "y", dx, "dx").same_numel(y, "y", dy, "dy").same_numel(y, "y", dx, "dx");
   HT_DISPATCH(a.device(), "relu_backward", elementwise.relu_backward, y, dy, dx);
 }
 
 void add_forward(const Tensor& a_, const Tensor& b, Tensor& y) {
   const OpArgs a("add_forward", a_);
-  a.f32(a_, "a").f32(b, "b").f32(y, "y").same_numel(a_, "a", b, "b").same_numel(a_, "a", y, "y");
+  a.act(a_, "a").act(b, "b").act(y, "y").same_dtype(a_, "a", b, "b").same_dtype(a_, "a", y, "y").same_numel(a_, "a", b, "b").same_numel(a_, "a", y, "y");
   HT_DISPATCH(a.device(), "add_forward", elementwise.add_forward, a_, b, y);
 }
 

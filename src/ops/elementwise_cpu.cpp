@@ -1,8 +1,10 @@
 // CPU element-wise ops: plain loops over the HT_HD math of src/base/op_math.hpp, vectorisable, and
+// typed by the activations' dtype (float32, or bf16/fp16 with float math and RNE rounding), and
 // split across OpenMP threads only when the tensor is large enough to pay for the fork.
 #include <cstdint>
 #include <string>
 
+#include "src/base/bf16.hpp"
 #include "src/ops/elementwise.hpp"
 
 namespace ht::cpu {
@@ -11,30 +13,64 @@ namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 
+/// Element access in the tensors' dtype with float math (bf16/fp16 rounded by src/base/bf16.hpp).
+struct F32 {
+  using T = float;
+  static float ld(T v) { return v; }
+  static T st(float v) { return v; }
+};
+struct BF16 {
+  using T = uint16_t;
+  static float ld(T v) { return f32_from_bf16_bits(v); }
+  static T st(float v) { return bf16_bits_from_f32(v); }
+};
+struct F16 {
+  using T = uint16_t;
+  static float ld(T v) { return f32_from_f16_bits(v); }
+  static T st(float v) { return f16_bits_from_f32(v); }
+};
+
+/// Runs body.template operator()<Fmt>() with the format of dtype t.
+template <class Body>
+void by_dtype(DType t, Body&& body) {
+  if (t == DType::bf16) body.template operator()<BF16>();
+  else if (t == DType::f16) body.template operator()<F16>();
+  else body.template operator()<F32>();
+}
+
 void relu_forward(const Tensor& x, Tensor& y) {
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  const int64_t n = x.numel();
+  by_dtype(x.dtype(), [&]<class F>() {
+    using T = typename F::T;
+    const T* xp = static_cast<const T*>(x.raw());
+    T* yp = static_cast<T*>(y.raw());
+    const int64_t n = x.numel();
 #pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i) yp[i] = relu_fwd(xp[i]);
+    for (int64_t i = 0; i < n; ++i) yp[i] = F::st(relu_fwd(F::ld(xp[i])));
+  });
 }
 
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
-  const float* yp = y.data<float>();
-  const float* dyp = dy.data<float>();
-  float* dxp = dx.data<float>();
-  const int64_t n = y.numel();
+  by_dtype(y.dtype(), [&]<class F>() {
+    using T = typename F::T;
+    const T* yp = static_cast<const T*>(y.raw());
+    const T* dyp = static_cast<const T*>(dy.raw());
+    T* dxp = static_cast<T*>(dx.raw());
+    const int64_t n = y.numel();
 #pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i) dxp[i] = relu_bwd(yp[i], dyp[i]);
+    for (int64_t i = 0; i < n; ++i) dxp[i] = F::st(relu_bwd(F::ld(yp[i]), F::ld(dyp[i])));
+  });
 }
 
 void add_forward(const Tensor& a, const Tensor& b, Tensor& y) {
-  const float* ap = a.data<float>();
-  const float* bp = b.data<float>();
-  float* yp = y.data<float>();
-  const int64_t n = a.numel();
+  by_dtype(a.dtype(), [&]<class F>() {
+    using T = typename F::T;
+    const T* ap = static_cast<const T*>(a.raw());
+    const T* bp = static_cast<const T*>(b.raw());
+    T* yp = static_cast<T*>(y.raw());
+    const int64_t n = a.numel();
 #pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
+    for (int64_t i = 0; i < n; ++i) yp[i] = F::st(F::ld(ap[i]) + F::ld(bp[i]));
+  });
 }
 
 void add_inplace(Tensor& y, const Tensor& x) {

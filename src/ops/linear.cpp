@@ -7,6 +7,7 @@ namespace ht {
 namespace {
 struct LinearDims {
   using Shape = LinearShape;
+  static constexpr bool kSameDtypeY = false;  // y (and dy) may be float32 for low-precision x
   static bool valid(const Shape& sh) { return sh.n > 0 && sh.in > 0 && sh.out > 0; }
   static std::string describe(const Shape& sh) {
     return "N=" + std::to_string(sh.n) + " in=" + std::to_string(sh.in) + " out=" + std::to_string(sh.out);

@@ -2,6 +2,9 @@
 // bias). x [N,in] and y [N,out] stay plain; the weights may be given a layout chosen by oneDNN
 // (format_tag::any), reordered from/to the user's [out,in] by cached reorders (dnnl_util::Staged).
 // Primitives are built once per shape and kept in the caller's OpCache; a shape change rebuilds.
+// bfloat16 x: bf16 source and weights (the float32 master rounded by a cached reorder, once per pass),
+// float32 accumulation, y float32 or bf16 as the caller's tensor, a float32 dy rounded to bf16 for
+// the backward primitives (oneDNN's bf16 kernels take one type), float32 dw/db.
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -24,23 +27,39 @@ bool use_any_weights() {
   return false;
 }
 
-bool same_shape(const LinearShape& a, const LinearShape& b) { return a.n == b.n && a.in == b.in && a.out == b.out; }
+/// The cache key: the shape with the dtypes of x and y.
+struct LinearKey {
+  LinearShape sh;
+  DType x = DType::f32, y = DType::f32;
+};
+
+bool same_shape(const LinearKey& a, const LinearKey& b) {
+  return a.x == b.x && a.y == b.y && a.sh.n == b.sh.n && a.sh.in == b.sh.in && a.sh.out == b.sh.out;
+}
 
 struct Descs {
-  memory::desc x_user, w_user, w_any, b, y_user;
-  explicit Descs(const LinearShape& sh) {
-    x_user = du::f32_desc({sh.n, sh.in}, du::tag::nc);
-    y_user = du::f32_desc({sh.n, sh.out}, du::tag::nc);
+  memory::desc x_user, w_user, w_any, dw_any, b, y_user, y_prim;
+  explicit Descs(const LinearKey& key) {
+    const LinearShape& sh = key.sh;
+    const bool lowp = key.x != DType::f32;
+    x_user = memory::desc({sh.n, sh.in}, du::dnnl_dtype(key.x), du::tag::nc);
+    y_user = memory::desc({sh.n, sh.out}, du::dnnl_dtype(key.y), du::tag::nc);
     w_user = du::f32_desc({sh.out, sh.in}, du::tag::oi);
-    w_any = use_any_weights() ? du::f32_desc({sh.out, sh.in}, du::tag::any) : w_user;
+    w_any = lowp                ? memory::desc({sh.out, sh.in}, du::dnnl_dtype(key.x), du::tag::any)
+            : use_any_weights() ? du::f32_desc({sh.out, sh.in}, du::tag::any)
+                                : w_user;
+    dw_any = lowp ? du::f32_desc({sh.out, sh.in}, du::tag::any) : w_any;
     b = du::f32_desc({sh.out}, du::tag::x);
+    // The backward primitives take dy in x's dtype (forward writes y in its own).
+    y_prim = lowp ? memory::desc({sh.n, sh.out}, du::dnnl_dtype(key.x), du::tag::nc) : y_user;
   }
 };
 
 /// The oneDNN inner-product primitives for dnnl_util::WeightedOpCache.
-struct LinearTraits : du::WeightedTraits<LinearShape, dnnl::inner_product_forward, dnnl::inner_product_backward_data,
+struct LinearTraits : du::WeightedTraits<LinearKey, dnnl::inner_product_forward, dnnl::inner_product_backward_data,
                                     dnnl::inner_product_backward_weights, Descs> {
   static bool same(const Shape& a, const Shape& b) { return same_shape(a, b); }
+  static LinearKey key(const LinearShape& sh, DType x, DType y) { return LinearKey{sh, x, y}; }
 
   static Fwd::primitive_desc fwd(const Shape& sh, bool bias) {
     const Descs d(sh);
@@ -50,18 +69,18 @@ struct LinearTraits : du::WeightedTraits<LinearShape, dnnl::inner_product_forwar
   }
   static BwdData::primitive_desc bwd_data(const Shape& sh, const Fwd::primitive_desc& hint) {
     const Descs d(sh);
-    return BwdData::primitive_desc(BwdData::desc(d.x_user, d.w_any, d.y_user), du::scratchpad_attr(), du::engine(),
+    return BwdData::primitive_desc(BwdData::desc(d.x_user, d.w_any, d.y_prim), du::scratchpad_attr(), du::engine(),
                                    hint);
   }
   static BwdWeights::primitive_desc bwd_weights(const Shape& sh, bool bias, const Fwd::primitive_desc& hint) {
     const Descs d(sh);
-    auto desc = bias ? BwdWeights::desc(d.x_user, d.w_any, d.b, d.y_user) : BwdWeights::desc(d.x_user, d.w_any, d.y_user);
+    auto desc = bias ? BwdWeights::desc(d.x_user, d.dw_any, d.b, d.y_prim) : BwdWeights::desc(d.x_user, d.dw_any, d.y_prim);
     return BwdWeights::primitive_desc(desc, du::scratchpad_attr(), du::engine(), hint);
   }
 };
 
 }  // namespace
 
-const LinearHalf linear = du::weighted_op_half<LinearTraits>();
+const LinearHalf linear = du::weighted_op_half<LinearTraits, LinearShape>();
 
 }  // namespace ht::cpu

@@ -29,6 +29,27 @@ const OpArgs& OpArgs::f32(const Tensor& t, const char* name, const std::vector<i
   return *this;
 }
 
+const OpArgs& OpArgs::act(const Tensor& t, const char* name) const {
+  on_device(t, name);
+  const DType d = t.dtype();
+  if (d != DType::f32 && d != DType::bf16 && d != DType::f16)
+    fail(std::string(name) + " has dtype " + dtype_name(d) + ", expected float32, bfloat16 or float16");
+  return *this;
+}
+
+const OpArgs& OpArgs::act(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const {
+  act(t, name);
+  if (t.shape() != shape)
+    fail(std::string(name) + " has shape " + t.shape_str() + ", expected " + shape_to_string(shape));
+  return *this;
+}
+
+const OpArgs& OpArgs::same_dtype(const Tensor& a, const char* na, const Tensor& b, const char* nb) const {
+  if (a.dtype() != b.dtype())
+    fail(std::string(na) + " is " + dtype_name(a.dtype()) + " but " + nb + " is " + dtype_name(b.dtype()));
+  return *this;
+}
+
 const OpArgs& OpArgs::i32(const Tensor& t, const char* name) const {
   on_device(t, name);
   if (t.dtype() != DType::i32) fail(std::string(name) + " has dtype " + dtype_name(t.dtype()) + ", expected int32");

@@ -31,6 +31,13 @@ class OpArgs {
   const OpArgs& f32(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const;
   /// t is float32 on the call's device (any shape).
   const OpArgs& f32(const Tensor& t, const char* name) const;
+  /// t is an activation: float32, bfloat16 or float16 on the call's device with exactly `shape`
+  /// (4-D: NCHW memory order in float32, NHWC in bf16/fp16; see src/base/op_halves.hpp).
+  const OpArgs& act(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const;
+  /// t is an activation (as above) of any shape.
+  const OpArgs& act(const Tensor& t, const char* name) const;
+  /// a and b have the same dtype.
+  const OpArgs& same_dtype(const Tensor& a, const char* na, const Tensor& b, const char* nb) const;
   /// t is int32 on the call's device (any shape).
   const OpArgs& i32(const Tensor& t, const char* name) const;
   /// a and b hold the same number of elements.

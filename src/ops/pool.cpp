@@ -14,14 +14,14 @@ OpArgs maxpool_args(const char* op, const PoolShape& sh, const Tensor& x) {
     return std::string("kernel " + std::to_string(sh.kernel) + " does not fit input " + std::to_string(sh.h) + "x" +
                        std::to_string(sh.w));
   });
-  a.f32(x, "x", {sh.n, sh.c, sh.h, sh.w});
+  a.act(x, "x", {sh.n, sh.c, sh.h, sh.w});
   return a;
 }
 
 /// Global average pool: `nchw` must be [N,C,H,W] with H*W > 0 and `nc` hold N*C elements.
 OpArgs avgpool_args(const char* op, const Tensor& nchw, const char* n4, const Tensor& nc, const char* n2) {
   OpArgs a(op, nchw);
-  a.f32(nchw, n4).f32(nc, n2);
+  a.act(nchw, n4).act(nc, n2).same_dtype(nchw, n4, nc, n2);
   a.require(nchw.ndim() == 4,
             [&] { return std::string(std::string(n4) + " must be [N,C,H,W], got " + nchw.shape_str()); });
   a.require(nchw.dim(2) * nchw.dim(3) > 0, [&] { return std::string("empty spatial extent " + nchw.shape_str()); });
@@ -35,15 +35,16 @@ OpArgs avgpool_args(const char* op, const Tensor& nchw, const char* n4, const Te
 
 void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
   const OpArgs a = maxpool_args("maxpool2d_forward", sh, x);
-  a.f32(y, "y", {sh.n, sh.c, sh.p(), sh.q()});
+  a.act(y, "y", {sh.n, sh.c, sh.p(), sh.q()}).same_dtype(x, "x", y, "y");
   HT_DISPATCH(a.device(), "maxpool2d_forward", pool.maxpool2d_forward, cache, sh, x, y);
 }
 
 void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
                         Tensor& dx) {
   const OpArgs a = maxpool_args("maxpool2d_backward", sh, x);
-  a.f32(y, "y", {sh.n, sh.c, sh.p(), sh.q()}).f32(dy, "dy", {sh.n, sh.c, sh.p(), sh.q()});
-  a.f32(dx, "dx", {sh.n, sh.c, sh.h, sh.w});
+  a.act(y, "y", {sh.n, sh.c, sh.p(), sh.q()}).act(dy, "dy", {sh.n, sh.c, sh.p(), sh.q()});
+  a.act(dx, "dx", {sh.n, sh.c, sh.h, sh.w});
+  a.same_dtype(x, "x", y, "y").same_dtype(x, "x", dy, "dy").same_dtype(x, "x", dx, "dx");
   HT_DISPATCH(a.device(), "maxpool2d_backward", pool.maxpool2d_backward, cache, sh, x, y, dy, dx);
 }
 

@@ -1,12 +1,16 @@
 // CPU pooling. Max pool: oneDNN 2.6 pooling_forward (forward_training, so it emits the arg-max
 // workspace) and pooling_backward, built once per shape in the caller's OpCache; tensors are plain
 // NCHW and wrapped without copies. NaN propagates as in PyTorch (planes holding a NaN are redone by
-// own code: fix_nan_forward/backward below). Global average pool: own loops (one reduction per plane).
+// own code: fix_nan_forward/backward below; float32 only: in bf16/fp16 a NaN window gives oneDNN's
+// result). Global average pool: own loops (one reduction per plane; NHWC rows in bf16/fp16, summed in
+// float32). Low-precision tensors are NHWC (src/base/op_halves.hpp), given to oneDNN as they are.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "src/base/bf16.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/pool.hpp"
 
@@ -25,6 +29,7 @@ bool same_pool(const PoolShape& a, const PoolShape& b) {
 struct MaxPoolCache : OpCache {
   bool built = false;
   PoolShape key;
+  DType t = DType::f32;
   dnnl::memory::desc x_md, y_md;
   dnnl::pooling_forward::primitive_desc fwd_pd;
   dnnl::pooling_forward fwd;
@@ -35,13 +40,14 @@ struct MaxPoolCache : OpCache {
   Tensor y_scratch;              // output of the recomputed forward when backward finds ws stale
 };
 
-MaxPoolCache& maxpool_cache(OpCachePtr& slot, const PoolShape& sh) {
+MaxPoolCache& maxpool_cache(OpCachePtr& slot, const PoolShape& sh, DType t) {
   auto& c = cache_as<MaxPoolCache>(slot);
-  if (c.built && same_pool(c.key, sh)) return c;
+  if (c.built && same_pool(c.key, sh) && c.t == t) return c;
   c = MaxPoolCache{};
   const dnnl::memory::dims x_dims{sh.n, sh.c, sh.h, sh.w}, y_dims{sh.n, sh.c, sh.p(), sh.q()};
-  c.x_md = du::f32_desc(x_dims, du::tag::nchw);
-  c.y_md = du::f32_desc(y_dims, du::tag::nchw);
+  c.x_md = du::act_desc(x_dims, t);
+  c.y_md = du::act_desc(y_dims, t);
+  c.t = t;
   const dnnl::memory::dims strides{sh.stride, sh.stride}, kernel{sh.kernel, sh.kernel};
   // oneDNN checks (H - K + pad_l + pad_r)/S + 1 == P with floor division, PyTorch's formula, so the
   // right padding equals the left one; windows never read the padding as a value (it is -inf).
@@ -126,25 +132,25 @@ void fix_nan_backward(const PoolShape& sh, const float* x, const float* dy, floa
 
 
 void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
-  auto& c = maxpool_cache(cache, sh);
+  auto& c = maxpool_cache(cache, sh, x.dtype());
   run_forward(c, x, y);
-  fix_nan_forward(sh, x.data<float>(), y.data<float>());
+  if (x.dtype() == DType::f32) fix_nan_forward(sh, x.data<float>(), y.data<float>());
 }
 
 void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
                         Tensor& dx) {
-  auto& c = maxpool_cache(cache, sh);
+  auto& c = maxpool_cache(cache, sh, x.dtype());
   if (c.ws_src != x.raw()) {
     // The workspace is not from this input (new shape, or no forward through this cache): redo the
     // forward to regenerate the arg-max indices rather than route gradients wrongly.
-    c.y_scratch.ensure({sh.n, sh.c, sh.p(), sh.q()}, DType::f32, Device::cpu);
+    c.y_scratch.ensure({sh.n, sh.c, sh.p(), sh.q()}, x.dtype(), Device::cpu);
     run_forward(c, x, c.y_scratch);
   }
   du::execute(c.bwd, {{DNNL_ARG_DIFF_DST, du::wrap(c.y_md, dy)},
                       {DNNL_ARG_DIFF_SRC, du::wrap(c.x_md, dx)},
                       {DNNL_ARG_WORKSPACE, c.ws},
                       {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.bwd_pd.scratchpad_desc())}});
-  fix_nan_backward(sh, x.data<float>(), dy.data<float>(), dx.data<float>());
+  if (x.dtype() == DType::f32) fix_nan_backward(sh, x.data<float>(), dy.data<float>(), dx.data<float>());
 }
 
 // ---- global average pool (own code) -----------------------------------------------------------
@@ -159,7 +165,45 @@ void for_each_plane(const Tensor& t, Body body) {
   for (int64_t i = 0; i < nc; ++i) body(i, hw, inv);
 }
 
+/// Element access of the low-precision dtypes (float math).
+inline float ld16(const uint16_t* p, int64_t i, bool bf) { return bf ? f32_from_bf16_bits(p[i]) : f32_from_f16_bits(p[i]); }
+inline uint16_t st16(float v, bool bf) { return bf ? bf16_bits_from_f32(v) : f16_bits_from_f32(v); }
+
+/// Global average pool of an NHWC bf16/fp16 tensor: y[n,c] = mean over the H*W rows (float sums).
+void avgpool_nhwc_forward(const Tensor& x, Tensor& y) {
+  const int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3);
+  const bool bf = x.dtype() == DType::bf16;
+  const auto* xp = static_cast<const uint16_t*>(x.raw());
+  auto* yp = static_cast<uint16_t*>(y.raw());
+  const float inv = 1.0f / static_cast<float>(HW);
+#pragma omp parallel for if (N * C * HW >= (1 << 15)) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<float> s(static_cast<size_t>(C), 0.f);
+    for (int64_t r = 0; r < HW; ++r) {
+      const uint16_t* row = xp + (n * HW + r) * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) s[static_cast<size_t>(c)] += ld16(row, c, bf);
+    }
+    for (int64_t c = 0; c < C; ++c) yp[n * C + c] = st16(s[static_cast<size_t>(c)] * inv, bf);
+  }
+}
+
+void avgpool_nhwc_backward(const Tensor& dy, Tensor& dx) {
+  const int64_t N = dx.dim(0), C = dx.dim(1), HW = dx.dim(2) * dx.dim(3);
+  const bool bf = dx.dtype() == DType::bf16;
+  const auto* dyp = static_cast<const uint16_t*>(dy.raw());
+  auto* dxp = static_cast<uint16_t*>(dx.raw());
+  const float inv = 1.0f / static_cast<float>(HW);
+#pragma omp parallel for if (N * C * HW >= (1 << 15)) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<uint16_t> g(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) g[static_cast<size_t>(c)] = st16(ld16(dyp, n * C + c, bf) * inv, bf);
+    for (int64_t r = 0; r < HW; ++r) std::copy(g.begin(), g.end(), dxp + (n * HW + r) * C);
+  }
+}
+
 void global_avgpool_forward(OpCachePtr& /*cache*/, const Tensor& x, Tensor& y) {
+  if (x.dtype() != DType::f32) return avgpool_nhwc_forward(x, y);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   for_each_plane(x, [=](int64_t i, int64_t hw, float inv) {
@@ -172,6 +216,7 @@ void global_avgpool_forward(OpCachePtr& /*cache*/, const Tensor& x, Tensor& y) {
 }
 
 void global_avgpool_backward(OpCachePtr& /*cache*/, const Tensor& dy, Tensor& dx) {
+  if (dx.dtype() != DType::f32) return avgpool_nhwc_backward(dy, dx);
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
   for_each_plane(dx, [=](int64_t i, int64_t hw, float inv) {

@@ -7,7 +7,10 @@
 //     static bool valid(const Shape&);                     // every size positive (and the like)
 //     static std::string describe(const Shape&);           // "N=.. C=.. ..." for the error text
 //     static std::vector<int64_t> x(const Shape&), w(const Shape&), y(const Shape&), b(const Shape&);
+//     static constexpr bool kSameDtypeY;                   // y/dy must have x's dtype (conv2d)
 //   };
+// Activations x, y, dy, dx are float32, bfloat16 or float16 (dx of x's dtype); w, b, dw, db are
+// float32 (the master parameters and gradients; see src/base/op_halves.hpp).
 //
 // x(), w(), y() and b() are called only after valid() has held. HT_DEFINE_WEIGHTED_OP (below) writes
 // the op's two public functions from them.
@@ -22,7 +25,7 @@ template <class Dims>
 OpArgs weighted_op_args(const char* op, const typename Dims::Shape& sh, const Tensor& x, const Tensor& w) {
   OpArgs a(op, x);
   a.require(Dims::valid(sh), [&] { return std::string("invalid shape " + Dims::describe(sh)); });
-  a.f32(x, "x", Dims::x(sh)).f32(w, "w", Dims::w(sh));
+  a.act(x, "x", Dims::x(sh)).f32(w, "w", Dims::w(sh));
   return a;
 }
 
@@ -33,7 +36,8 @@ OpArgs weighted_forward_args(const char* op, const typename Dims::Shape& sh, con
                              const Tensor* b, const Tensor& y) {
   const OpArgs a = weighted_op_args<Dims>(op, sh, x, w);
   if (b) a.f32(*b, "b", Dims::b(sh));
-  a.f32(y, "y", Dims::y(sh));
+  a.act(y, "y", Dims::y(sh));
+  if (Dims::kSameDtypeY) a.same_dtype(x, "x", y, "y");
   return a;
 }
 
@@ -42,8 +46,9 @@ template <class Dims>
 OpArgs weighted_backward_args(const char* op, const typename Dims::Shape& sh, const Tensor& x, const Tensor& w,
                               const Tensor& dy, const Tensor* dx, const Tensor& dw, const Tensor* db) {
   const OpArgs a = weighted_op_args<Dims>(op, sh, x, w);
-  a.f32(dy, "dy", Dims::y(sh)).f32(dw, "dw", Dims::w(sh));
-  if (dx) a.f32(*dx, "dx", Dims::x(sh));
+  a.act(dy, "dy", Dims::y(sh)).f32(dw, "dw", Dims::w(sh));
+  if (Dims::kSameDtypeY) a.same_dtype(x, "x", dy, "dy");
+  if (dx) a.act(*dx, "dx", Dims::x(sh)).same_dtype(x, "x", *dx, "dx");
   if (db) a.f32(*db, "db", Dims::b(sh));
   return a;
 }

@@ -202,8 +202,6 @@ void validate(Config& c, const EnumText& enum_text, const std::string& origin) {
     using T = std::decay_t<decltype(field)>;
     if constexpr (std::is_enum_v<T>) field = enum_from_text<T>(name, enum_text.find(name)->second, origin);
   });
-  require(c.train.precision == Precision::fp32 || c.train.precision == Precision::tf32, origin, "train.precision",
-          fmt(c.train.precision), "mixed precision is not implemented yet; use fp32 (or tf32 on GPUs)");
   require(c.train.global_batch > 0, origin, "train.global_batch", fmt(c.train.global_batch), "must be positive");
   require(c.train.accumulation_steps > 0, origin, "train.accumulation_steps", fmt(c.train.accumulation_steps),
           "must be positive");

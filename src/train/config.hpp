@@ -10,8 +10,8 @@ namespace ht {
 
 /// train.device: where the ops run. `automatic` ("auto") picks cuda when every rank sees a GPU.
 enum class DeviceChoice { automatic, cpu, cuda };
-/// train.precision. bf16 and fp16 are named here but refused by config validation (mixed
-/// precision is not implemented yet).
+/// train.precision (docs/precision.md). bf16/fp16: mixed precision with float32 master weights;
+/// whether the device can run it is checked when the model is built (src/train/precision.hpp).
 enum class Precision { fp32, tf32, bf16, fp16 };
 /// optim.schedule: the learning-rate schedule after warm-up (src/train/sgd.hpp learning_rate).
 enum class LrSchedule { constant, step, cosine };
@@ -57,7 +57,7 @@ struct Config {
     int64_t max_steps = 0;             ///< 0 = unlimited
     int global_batch = 128;
     int accumulation_steps = 1;
-    Precision precision = Precision::fp32;  ///< fp32 or tf32 (bf16, fp16: refused)
+    Precision precision = Precision::fp32;  ///< fp32, tf32 (GPU), bf16, fp16 (docs/precision.md)
     float label_smoothing = 0.f;
     int max_nonfinite_steps = 5;       ///< abort after this many skipped (non-finite) steps in a row
     int log_every_steps = 50;
@@ -118,7 +118,7 @@ struct Config {
 /// Parses --config FILE plus --section.key flags (flags win). Unknown keys in the file or on the
 /// command line throw UsageError naming the key, the file and the closest valid key. Values are
 /// validated (ranges, enums) with the same kind of message ("ORIGIN: key = value: why"); the enum
-/// keys are parsed here once (train.precision = bf16 or fp16 is refused: not implemented yet).
+/// keys are parsed here once.
 /// `extra` receives arguments that are not config keys when non-null (e.g. --init-from); otherwise
 /// they are errors too.
 Config parse_config(const std::vector<std::string>& args, std::vector<std::string>* extra = nullptr);

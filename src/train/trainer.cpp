@@ -12,6 +12,8 @@
 #include "mpi/dist.hpp"
 #include "src/base/clock.hpp"
 #include "src/train/build_info.hpp"
+#include "src/train/precision.hpp"
+#include "src/ops/cpu_precision.hpp"
 #include "src/ops/elementwise.hpp"
 #include "src/ops/softmax_xent.hpp"
 
@@ -276,6 +278,8 @@ void Trainer::write_run_start() {
                    {"world_size", world_},
                    {"hosts", dist().hosts},
                    {"devices", device_name(device_)},
+                   {"compute_dtype", dtype_name(model_->spec().compute)},
+                   {"cpu_isa", onednn_cpu_isa()},
                    {"micro_batch", micro_batch_},
                    {"steps_per_epoch", steps_per_epoch_},
                    {"total_steps", total_steps_},
@@ -291,7 +295,7 @@ void Trainer::write_run_end(double wall_s) {
   nlohmann::json end = {{"event", "run_end"}, {"status", summary_.status}, {"exit_code", summary_.exit_code},
                         {"steps", prog_.step}, {"wall_s", summary_.wall_s}, {"train_s", train_s_},
                         {"nonfinite_steps", prog_.nonfinite_total}, {"test_top1", summary_.test_top1},
-                        {"test_loss", summary_.test_loss}};
+                        {"test_loss", summary_.test_loss}, {"peak_rss_bytes", peak_rss_bytes()}};
   end.update(budget_->fields());  // wall_hours, gpu_hours, cost of the whole run so far
   metrics_->write(end);
   std::printf("%s: %lld steps in %.1f s", summary_.status == "finished" ? "done" : summary_.status.c_str(),

@@ -17,6 +17,7 @@
 #include "mpi/dist.hpp"
 #include "src/base/clock.hpp"
 #include "src/base/test_faults.hpp"
+#include "src/train/precision.hpp"
 #include "src/train/device_select.hpp"
 #include "src/train/file_vetting.hpp"
 #include "src/train/launch_check.hpp"
@@ -165,6 +166,7 @@ void Trainer::setup_model() {
   spec.height = info.height;
   spec.width = info.width;
   spec.mlp_hidden = cfg_.model.mlp_hidden;
+  spec.compute = compute_dtype(cfg_.train.precision, device_);  // UsageError where the device cannot
   model_ = std::make_unique<Model>(spec, device_, cfg_.run.seed);
   opt_ = std::make_unique<Sgd>(model_->params(), cfg_.optim);
 }
