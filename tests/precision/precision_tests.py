@@ -13,6 +13,10 @@ usage: precision_tests.py scale_exact | scale_skip | scale_resume | grad_bf16
                 every tensor of the final checkpoint) as the uninterrupted one
   grad_bf16     2 ranks with dist.grad_dtype = bf16 follow the fp32 losses (tolerance below), the
                 ranks stay identical, and the run_start config records the key
+  export_lowp UNIT_BIN   checkpoints of low-precision runs (fp32 with loss scaling; bf16 and fp16 where
+                this build trains in them, else reported as not available) through scripts/export_torch.py:
+                float32 master weights, strict load into the PyTorch module, and PyTorch's fp32 forward
+                on them equal to ours (ht_unit_tests [.interop]) within 1e-5 relative
 Environment (set by ctest): HT_BIN, HT_MPIEXEC, OMPI_*.
 """
 import json
@@ -155,11 +159,77 @@ def grad_bf16(tmp):
     print(f"bf16 wire: 30 losses within {rel:.2e} relative of fp32 (tolerance {BF16_REL_TOL})")
 
 
+def our_forward(unit_bin, ck, tmp, x, num_classes):
+    """hpctrain's forward (evaluation mode, fp32) on checkpoint `ck` for input x, via ht_unit_tests."""
+    inp, out = os.path.join(tmp, "input.h5"), os.path.join(tmp, "logits.h5")
+    with h5py.File(inp, "w") as f:
+        f["input"] = x
+        f.attrs["model"] = "fmnist_cnn"
+        f.attrs["num_classes"] = num_classes
+        f.attrs["mlp_hidden"] = 64
+    env = dict(os.environ, HT_INTEROP_CKPT=ck, HT_INTEROP_INPUT=inp, HT_INTEROP_OUTPUT=out, OMP_NUM_THREADS="1")
+    p = subprocess.run([unit_bin, "[.interop]"], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with h5py.File(out, "r") as f:
+        return f["logits"][()]
+
+
+def export_lowp(tmp, unit_bin):
+    import torch
+    sys.path.insert(0, os.path.join(os.environ.get("HT_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")), "scripts"))
+    import ht_torch
+    export = os.path.join(os.path.dirname(ht_torch.__file__), "export_torch.py")
+    variants = {"fp32_loss_scale": ["--train.precision", "fp32", *SCALE], "bf16": ["--train.precision", "bf16"],
+                "fp16": ["--train.precision", "fp16"]}
+    done = []
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 1, 28, 28)).astype(np.float32)
+    for name, flags in variants.items():
+        d = os.path.join(tmp, name)
+        p = run(1, base(d, "--data.synthetic_height", "28", "--data.synthetic_width", "28", "--train.max_steps", "6",
+                        *flags), expect=None)
+        why = [l for l in p.stdout.splitlines() if "error" in l and "train.precision" in l]
+        if p.returncode == 2 and why:  # refused as a usage error (exit 2) naming train.precision
+            print(f"{name}: not available here: {why[0].strip()}")
+            continue
+        assert p.returncode == 0, p.stdout[-3000:]
+        ck = os.path.join(d, "checkpoints", "step-00000006.h5")
+        with h5py.File(ck, "r") as f:
+            w = f["param/conv1.weight"][()]
+            assert w.dtype == np.float32, w.dtype
+            if name != "fp32_loss_scale":
+                # Master weights, not bf16/fp16 values widened: the low mantissa bits are in use.
+                assert np.any(w.view(np.uint32) & 0xFFFF), f"{name}: conv1.weight holds only 16-bit values"
+            if "loss_scale" in name or name == "fp16":
+                assert "loss_scale_clean_steps" in f["ints"], f"{name}: no loss scaler state"
+        out = os.path.join(d, "export.pth")
+        e = subprocess.run(["/usr/bin/python3", export, ck, out], capture_output=True, text=True)
+        assert e.returncode == 0, e.stdout + e.stderr
+        sd = torch.load(out)
+        assert all(v.dtype in (torch.float32, torch.long) for v in sd.values())
+        m = ht_torch.build_model("fmnist_cnn", 10, 1, 28, 28)
+        m.load_state_dict(sd, strict=True)
+        m.eval()
+        with torch.no_grad():
+            theirs = m(torch.from_numpy(x)).numpy()
+        # Our forward loads param/ and buffer/ only (the interop hook refuses unused tensors): the
+        # same values without momentum/, written by scripts/ht_torch.py.
+        tensors, ints, floats, strings = ht_torch.read_checkpoint(ck)
+        weights = os.path.join(d, "weights.h5")
+        ht_torch.write_checkpoint(weights, [(n, t) for n, t in tensors if not n.startswith("momentum/")])
+        ours = our_forward(unit_bin, weights, tmp, x, 10)
+        rel = float(np.linalg.norm(ours - theirs) / np.linalg.norm(theirs))
+        assert rel < 1e-5, f"{name}: exported model's logits differ from ours: relative {rel:.2e}"
+        done.append(name)
+        print(f"{name}: exported, strict load, PyTorch fp32 logits within {rel:.1e} of ours")
+    assert "fp32_loss_scale" in done
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix=f"ht_precision_{name}_")
     try:
-        globals()[name](tmp)
+        globals()[name](tmp, *sys.argv[2:])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
