@@ -41,7 +41,8 @@ inline constexpr const char* kRankBufferGroup = "rank_buffer";
 
 /// Everything a checkpoint holds. Tensors are host float32 ("param/<name>", "buffer/<name>",
 /// "momentum/<param name>", and in version 2 "rank_buffer/<rank>/<buffer name>"); ints hold step,
-/// epoch, step_in_epoch, world_size, seed, global_batch, ...; floats hold loss_scale, lr; strings hold
+/// epoch, step_in_epoch, world_size, seed, global_batch, ... (loss_scale_clean_steps with loss
+/// scaling); floats hold loss_scale, lr; strings hold
 /// model, config_hash, config (INI text).
 struct CheckpointData {
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -153,7 +154,9 @@ std::string checkpoint_layout_problem(const CheckpointLayout& l, const std::stri
 /// kCheckpointMaxWorldSize (0: not recorded) dividing global_batch >= 1; epoch and the cursor agree
 /// with the step: step + nonfinite_total (steps done, applied or skipped) = epoch x steps_per_epoch +
 /// step_in_epoch + epoch_offset (without epoch_offset, an older file: epoch + step_in_epoch <= steps
-/// done); floats/lr finite and >= 0, floats/loss_scale finite and > 0. "" when valid.
+/// done); floats/lr finite and >= 0, floats/loss_scale finite and > 0, and with
+/// ints/loss_scale_clean_steps (runs with loss scaling) that count >= 0 and loss_scale a power of two.
+/// "" when valid.
 std::string checkpoint_counters_problem(const CheckpointLayout& l);
 
 /// A check of the layout by the caller (the model's tensor names and shapes, the run's config),

@@ -146,6 +146,15 @@ std::string checkpoint_counters_problem(const CheckpointLayout& l) {
     return "floats/lr = " + std::to_string(it->second) + " is not a finite learning rate >= 0";
   if (auto it = l.floats.find("loss_scale"); it != l.floats.end() && !(std::isfinite(it->second) && it->second > 0))
     return "floats/loss_scale = " + std::to_string(it->second) + " is not finite and > 0";
+  // Written by runs with loss scaling (src/train/loss_scaler.hpp): the scale is then a power of two.
+  if (auto it = l.ints.find("loss_scale_clean_steps"); it != l.ints.end()) {
+    if (it->second < 0) return "ints/loss_scale_clean_steps = " + std::to_string(it->second) + " is negative";
+    const auto sc = l.floats.find("loss_scale");
+    int e = 0;
+    if (sc == l.floats.end()) return "dataset /floats/loss_scale is missing (ints/loss_scale_clean_steps is present)";
+    if (std::frexp(sc->second, &e) != 0.5)
+      return "floats/loss_scale = " + std::to_string(sc->second) + " is not a power of two (ints/loss_scale_clean_steps is present)";
+  }
   return "";
 }
 

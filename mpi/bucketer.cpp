@@ -18,7 +18,7 @@ double now_ms() {
 }
 }  // namespace
 
-std::vector<BucketPlan> plan_buckets(const std::vector<ParamSlice>& params, double bucket_mb) {
+std::vector<BucketPlan> plan_buckets(const std::vector<ParamSlice>& params, double bucket_mb, int wire_bytes) {
   if (!(bucket_mb > 0))
     throw UsageError("dist.bucket_mb: must be a positive size in MiB, got " + std::to_string(bucket_mb));
   for (size_t i = 0; i < params.size(); ++i) {
@@ -28,7 +28,9 @@ std::vector<BucketPlan> plan_buckets(const std::vector<ParamSlice>& params, doub
                          ", +" + std::to_string(p.count) +
                          ") is negative or overlaps/precedes the previous one (slices must be in increasing offset order)");
   }
-  const int64_t cap = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float)));
+  if (wire_bytes != 2 && wire_bytes != 4)
+    throw RuntimeError("plan_buckets: wire_bytes = " + std::to_string(wire_bytes) + " (2 or 4)");
+  const int64_t cap = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0 / wire_bytes));
   std::vector<BucketPlan> plan;
   BucketPlan cur;
   bool open = false;
@@ -54,9 +56,9 @@ std::vector<BucketPlan> plan_buckets(const std::vector<ParamSlice>& params, doub
 }
 
 GradBucketer::GradBucketer(Communicator& comm, std::span<float> flat_grads, std::vector<ParamSlice> params,
-                           double bucket_mb)
-    : comm_(comm), flat_(flat_grads), params_(std::move(params)) {
-  plan_ = plan_buckets(params_, bucket_mb);
+                           double bucket_mb, WireDType wire)
+    : comm_(comm), flat_(flat_grads), params_(std::move(params)), wire_(wire) {
+  plan_ = plan_buckets(params_, bucket_mb, wire_bytes(wire));
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].offset + params_[i].count > static_cast<int64_t>(flat_.size()))
       throw RuntimeError("GradBucketer: parameter " + std::to_string(i) + " slice ends at " +
@@ -65,11 +67,12 @@ GradBucketer::GradBucketer(Communicator& comm, std::span<float> flat_grads, std:
   bucket_of_param_.assign(params_.size(), -1);
   for (size_t b = 0; b < plan_.size(); ++b) {
     for (int i = plan_[b].first_param; i <= plan_[b].last_param; ++i) bucket_of_param_[static_cast<size_t>(i)] = static_cast<int>(b);
-    stats_.bytes_per_step += (plan_[b].end - plan_[b].begin) * static_cast<int64_t>(sizeof(float));
+    stats_.bytes_per_step += (plan_[b].end - plan_[b].begin) * static_cast<int64_t>(wire_bytes(wire));
   }
   remaining_.assign(plan_.size(), 0);
   marked_.assign(params_.size(), 0);
   communicate_ = comm_.world_size() > 1;
+  if (communicate_) comm_.set_wire_dtype(wire);
   if (communicate_) check_same_plan_on_all_ranks();
 }
 

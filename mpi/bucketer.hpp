@@ -34,11 +34,12 @@ struct BucketPlan {
   int64_t begin = 0, end = 0;
 };
 
-/// Plans buckets in reverse registration order (see above). `params` must be in increasing,
-/// non-overlapping offset order; a bucket's range runs from its first parameter's offset to its last
+/// Plans buckets in reverse registration order (see above), each of about bucket_mb MiB on the wire
+/// (`wire_bytes` per element: 4 for fp32, 2 for bf16, so a bf16 bucket holds twice the parameters).
+/// `params` must be in increasing, non-overlapping offset order; a bucket's range runs from its first parameter's offset to its last
 /// parameter's end, so gaps between parameters (alignment padding) are covered too. Throws UsageError
 /// when bucket_mb is not positive (names dist.bucket_mb) and RuntimeError on unordered slices.
-std::vector<BucketPlan> plan_buckets(const std::vector<ParamSlice>& params, double bucket_mb);
+std::vector<BucketPlan> plan_buckets(const std::vector<ParamSlice>& params, double bucket_mb, int wire_bytes = 4);
 
 class GradBucketer {
  public:
@@ -46,8 +47,10 @@ class GradBucketer {
   /// Collective when world_size > 1: all ranks construct it together and check (two small MPI
   /// allreduces on MPI_COMM_WORLD) that they planned identical buckets, since different plans would
   /// deadlock or mix unrelated gradients. Throws as plan_buckets does, and RuntimeError when a slice
-  /// lies outside flat_grads or the plans differ between ranks (on every rank).
-  GradBucketer(Communicator& comm, std::span<float> flat_grads, std::vector<ParamSlice> params, double bucket_mb);
+  /// lies outside flat_grads or the plans differ between ranks (on every rank). `wire` is
+  /// dist.grad_dtype: set on `comm` (UsageError when it cannot send it) and used for bucket sizes.
+  GradBucketer(Communicator& comm, std::span<float> flat_grads, std::vector<ParamSlice> params, double bucket_mb,
+               WireDType wire = WireDType::f32);
 
   /// Call before the backward pass whose gradients are final (with accumulation: the last
   /// micro-batch). Throws RuntimeError if the previous step was not finished.
@@ -61,6 +64,10 @@ class GradBucketer {
   /// over ranks. Returns the milliseconds blocked. Without begin_step it averages the whole buffer.
   double finish();
 
+  /// Loss scaling: the averages of the coming step also divide by `scale` (before begin_step).
+  /// True when the communicator does it (fused with the average); false: the caller divides.
+  bool set_unscale(float scale) { return communicate_ && comm_.set_average_unscale(scale); }
+
   int num_buckets() const { return static_cast<int>(plan_.size()); }
   /// [begin, end) of each bucket in floats, in launch order.
   std::vector<std::pair<int64_t, int64_t>> bucket_ranges() const;
@@ -69,7 +76,7 @@ class GradBucketer {
   struct Stats {
     double last_step_allreduce_ms = 0;  ///< first bucket launch until finish() returned
     double last_step_wait_ms = 0;       ///< time finish() blocked (communication not hidden)
-    int64_t bytes_per_step = 0;         ///< bytes averaged per step (all buckets)
+    int64_t bytes_per_step = 0;         ///< bytes averaged per step (all buckets), in the wire type
     int buckets_launched_early = 0;     ///< buckets started during backward, before finish()
     std::vector<double> launch_ms;      ///< each bucket's launch time since begin_step (timeline)
   };
@@ -90,6 +97,7 @@ class GradBucketer {
   int next_launch_ = 0;            ///< buckets [0, next_launch_) are started this step
   bool in_step_ = false;
   bool communicate_ = true;        ///< false with world_size 1
+  WireDType wire_ = WireDType::f32;
   double t_begin_ = 0, t_first_launch_ = -1;
   Stats stats_;
 };

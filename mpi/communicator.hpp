@@ -12,9 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "src/base/error.hpp"
 #include "src/base/tensor.hpp"
 
 namespace ht {
+
+/// The element type gradient averages travel in (dist.grad_dtype). bf16 halves the bytes: each
+/// rank's float32 values are rounded to bfloat16 (nearest even), every partial sum is formed in
+/// float32 and rounded once to bfloat16, and the result is widened back to float32.
+enum class WireDType { f32, bf16 };
+/// Bytes per element on the wire: 4 or 2.
+inline int wire_bytes(WireDType w) { return w == WireDType::bf16 ? 2 : 4; }
+/// "fp32" or "bf16" (the dist.grad_dtype spelling).
+inline const char* wire_name(WireDType w) { return w == WireDType::bf16 ? "bf16" : "fp32"; }
 
 class Communicator {
  public:
@@ -44,6 +54,17 @@ class Communicator {
   /// backward). On the GPU it is ordered after all work already issued on the compute stream.
   /// Calls are completed in the order they were started.
   virtual void start_allreduce_average(std::span<float> data) = 0;
+  /// The wire type of the averages started from now on (start_allreduce_average). The base supports
+  /// f32 only and throws UsageError naming dist.grad_dtype and the communicator for anything else.
+  virtual void set_wire_dtype(WireDType w) {
+    if (w != WireDType::f32)
+      throw UsageError(std::string("dist.grad_dtype = ") + wire_name(w) + ": the " + name() +
+                       " communicator of this build sends gradients in fp32 only");
+  }
+  /// Loss scaling's unscale fused with the average: the averages started from now on divide the
+  /// sum by world_size x `scale` (a power of two: exact) instead of world_size. Returns true when
+  /// this communicator applies it; false (the base, for any scale but 1) leaves the caller to divide.
+  virtual bool set_average_unscale(float scale) { return scale == 1.0f; }
   /// Waits until every started operation has completed (GPU: the compute stream waits on them).
   /// Returns the milliseconds the caller was blocked.
   virtual double wait_all() = 0;

@@ -12,6 +12,7 @@
 
 #include "mpi/check.hpp"
 #include "mpi/collective_guard.hpp"
+#include "mpi/wire_bf16.hpp"
 #include "src/base/clock.hpp"
 
 namespace ht {
@@ -35,10 +36,27 @@ void allreduce_sum_chunks(std::span<float> data, MPI_Comm comm) {
   });
 }
 
-void divide(std::span<float> data, int world) {
+void divide(std::span<float> data, float n) {
   // Division (not multiplication by 1/n) so the result is the correctly rounded average.
-  const float n = static_cast<float>(world);
   for (float& x : data) x /= n;
+}
+void divide(std::span<float> data, int world) { divide(data, static_cast<float>(world)); }
+
+// The MPI reduction for dist.grad_dtype = bf16 (MPI has no bfloat16 type: the data travels as
+// MPI_UINT16_T): each pair summed in float32, rounded once.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  wire::sum_into(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), static_cast<size_t>(*len));
+}
+
+// The average of `data` with a bf16 wire: narrowed into `wire_buf`, summed over ranks with `op`,
+// widened and divided by `divisor` in one pass.
+void allreduce_bf16(std::span<float> data, float divisor, MPI_Op op, MPI_Comm comm, std::vector<uint16_t>& wire_buf) {
+  wire_buf.resize(data.size());
+  wire::narrow(data, wire_buf.data());
+  for_each_chunk(data.size(), [&](size_t off, int n) {
+    HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, wire_buf.data() + off, n, MPI_UINT16_T, op, comm));
+  });
+  for (size_t i = 0; i < data.size(); ++i) data[i] = wire::f32_from_bf16(wire_buf[i]) / divisor;
 }
 
 bool mpi_alive() {
@@ -54,6 +72,8 @@ struct MpiCommunicator::Shared {
   struct Item {
     std::span<float> data;  // host memory
     int64_t seq;
+    WireDType wire = WireDType::f32;
+    float divisor = 1;      // world_size x the loss scale's unscale
   };
   std::mutex mu;
   std::condition_variable work_cv;  // caller -> thread: an item was queued, or stop
@@ -66,6 +86,8 @@ struct MpiCommunicator::Shared {
   std::string error;        // first failure, with rank and operation
   bool stop = false, exited = false;
   MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Op bf16_sum = MPI_OP_NULL;   // the bf16 wire's reduction
+  std::vector<uint16_t> wire_buf;  // the bf16 wire's buffer (thread only)
   int rank = 0, world = 1;
   std::thread thread;
   Communicator::AsyncObserver observer;  // timeline tracing; set before the thread starts
@@ -91,8 +113,12 @@ struct MpiCommunicator::Shared {
       try {
         if (item.seq == inject_at) throw RuntimeError("injected failure (test hook)");
         CollectiveWait wait("background allreduce_average of a gradient bucket (MPI communication thread)");
-        allreduce_sum_chunks(item.data, comm);
-        divide(item.data, world);
+        if (item.wire == WireDType::bf16) {
+          allreduce_bf16(item.data, item.divisor, bf16_sum, comm, wire_buf);
+        } else {
+          allreduce_sum_chunks(item.data, comm);
+          divide(item.data, item.divisor);
+        }
       } catch (const std::exception& e) {
         err = e.what();
       }
@@ -126,6 +152,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base, Device device, double timeout_s)
   // Errors come back as codes so HT_MPI_CHECK can name rank, host and call.
   HT_MPI_CHECK(MPI_Comm_set_errhandler(main_comm_, MPI_ERRORS_RETURN));
   HT_MPI_CHECK(MPI_Comm_set_errhandler(s_->comm, MPI_ERRORS_RETURN));
+  HT_MPI_CHECK(MPI_Op_create(&bf16_sum, /*commute=*/1, &s_->bf16_sum));
   s_->rank = rank_;
   s_->world = world_;
 }
@@ -153,6 +180,7 @@ MpiCommunicator::~MpiCommunicator() {
   if (mpi_alive()) {
     if (main_comm_ != MPI_COMM_NULL) MPI_Comm_free(&main_comm_);
     if (joined && s_->comm != MPI_COMM_NULL) MPI_Comm_free(&s_->comm);
+    if (joined && s_->bf16_sum != MPI_OP_NULL) MPI_Op_free(&s_->bf16_sum);
   }
 }
 
@@ -263,7 +291,7 @@ void MpiCommunicator::start_allreduce_average(std::span<float> data) {
   if (device_ != Device::cpu) pending_copy_back_.emplace_back(host, data);
   ensure_thread();
   std::lock_guard lk(s_->mu);
-  s_->queue.push_back({host, s_->started++});
+  s_->queue.push_back({host, s_->started++, wire_, static_cast<float>(world_) * unscale_});
   s_->work_cv.notify_one();
 }
 
@@ -294,6 +322,13 @@ double MpiCommunicator::wait_all() {
   for (auto& [host, dev] : pending_copy_back_) stage_out(host, dev);
   pending_copy_back_.clear();
   return ms_since(t0);
+}
+
+void MpiCommunicator::set_wire_dtype(WireDType w) { wire_ = w; }
+
+bool MpiCommunicator::set_average_unscale(float scale) {
+  unscale_ = scale;
+  return true;
 }
 
 void MpiCommunicator::inject_failure_for_test(int64_t nth) {

@@ -5,8 +5,11 @@
 // start_allreduce_average hands the span to a dedicated communication thread that owns a second
 // duplicate (MPI_Comm_dup), so its collectives never interleave with the caller's: the thread takes
 // started operations from a queue in order and runs MPI_Allreduce(MPI_IN_PLACE, SUM) and then divides
-// by world_size, while the caller goes on computing (MPI is initialised with MPI_THREAD_MULTIPLE in
+// by world_size (times the loss scale, set_average_unscale), while the caller goes on computing (MPI is initialised with MPI_THREAD_MULTIPLE in
 // mpi/dist.cpp). With world_size 1 every operation is the identity and nothing is queued.
+//
+// dist.grad_dtype = bf16 (set_wire_dtype): the thread narrows the span to bfloat16, sums it with a
+// user MPI_Op over MPI_UINT16_T (float32 sum of each pair, rounded once) and widens it back.
 //
 // Device::cpu: spans are host memory. Device::cuda (two ranks sharing a GPU, dist.allow_shared_gpu):
 // spans are device memory, staged through host buffers with the registered device allocator's copy
@@ -64,6 +67,10 @@ class MpiCommunicator final : public Communicator {
   /// RuntimeError on a failed operation or on timeout (see above).
   double wait_all() override;
   void set_async_observer(AsyncObserver obs) override;  // called on the communication thread
+  /// f32 or bf16 (an MPI_UINT16_T allreduce with a user operation: see WireDType).
+  void set_wire_dtype(WireDType w) override;
+  /// Applied (fused with the division by world_size on the communication thread): returns true.
+  bool set_average_unscale(float scale) override;
 
   /// Test hook: the background operation `nth` started from now on (0 = the next one) fails inside
   /// the communication thread as if MPI had returned an error, so tests can check error propagation.
@@ -79,6 +86,8 @@ class MpiCommunicator final : public Communicator {
 
   Device device_;
   double timeout_s_;
+  WireDType wire_ = WireDType::f32;  ///< of the averages started from now on
+  float unscale_ = 1;                ///< ditto: the sum is divided by world_size x unscale_
   int rank_ = 0, world_ = 1;
   MPI_Comm main_comm_ = MPI_COMM_NULL;  ///< blocking operations (caller's thread)
   std::shared_ptr<Shared> s_;           ///< queue, results and the thread's own communicator

@@ -18,7 +18,7 @@ Model (all times per optimizer step):
                  proportional to b beyond them
   allreduce      ring: 2(n-1)/n * S / busbw + 2(n-1) * latency
                  tree: 2 * S / busbw + 2 * ceil(log2 n) * latency   (pipelined reduce + broadcast)
-                 S = gradient bytes (4 x parameters), busbw and latency of the slowest level the
+                 S = gradient bytes (4 x parameters; 2 x with dist.grad_dtype = bf16), busbw and latency of the slowest level the
                  job spans: the node fabric up to gpus-per-node GPUs, the network beyond; 'best'
                  takes the faster of ring and tree, per message
   overlap        gradients are averaged in buckets (dist.bucket_mb) launched during backward; the
@@ -35,6 +35,8 @@ Cost: epoch time = samples per epoch / images/s; GPU-hours = n x hours; cost = G
   every tau = sqrt(2 delta M) - delta (Daly's first-order optimum; Young: sqrt(2 delta M)), with
   delta the checkpoint write time and M = 1/(job preemption rate):
   wall = work x (1 + delta/tau) / (1 - (tau/2 + delta/2 + restart)/M).
+Precision: one study per train.precision (the bench JSON's "precision", fp32 when absent);
+  --precision picks it when the folders hold several (otherwise exit 2).
 Python: /usr/bin/python3 with Debian's numpy and matplotlib (Agg backend).
 """
 import argparse
@@ -258,7 +260,9 @@ class Model:
         self.params = int(self.ref.get("parameters", 0)) or args.parameters
         if not self.params:
             raise SystemExit("scaling_study: no 'parameters' in the bench JSON; give --parameters")
-        self.grad_bytes = args.grad_bytes if args.grad_bytes else 4 * self.params
+        # Gradient bytes on the wire: 2 per parameter with dist.grad_dtype = bf16, else 4.
+        self.grad_dtype = args.grad_dtype or self.ref.get("grad_dtype", "fp32")
+        self.grad_bytes = args.grad_bytes if args.grad_bytes else (2 if self.grad_dtype == "bf16" else 4) * self.params
         self.compute, self.compute_note = fit_compute(train)
         self.fwd_frac = float(np.mean([p["forward_ms"] / max(compute_ms(p), 1e-9) for p in ref]))
         self.bwd_frac = float(np.mean([p["backward_ms"] / max(compute_ms(p), 1e-9) for p in ref]))
@@ -326,7 +330,12 @@ def main(argv=None):
     ap.add_argument("--overlap", type=float, default=None,
                     help="fixed fraction of allreduce hidden behind backward (overrides the timeline)")
     ap.add_argument("--parameters", type=int, default=0, help="model parameters if the JSON lacks them")
-    ap.add_argument("--grad-bytes", type=float, default=0, help="gradient bytes per step (default 4 x parameters)")
+    ap.add_argument("--grad-bytes", type=float, default=0,
+                    help="gradient bytes per step (default 4 x parameters, 2 x with a bf16 wire)")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default=None,
+                    help="use the bench train points of this train.precision (needed when the folders mix several)")
+    ap.add_argument("--grad-dtype", choices=["fp32", "bf16"], default=None,
+                    help="dist.grad_dtype of the modelled exchange (default: the points' own, else fp32)")
     ap.add_argument("--weak-batch", type=float, default=None, help="per-GPU batch for weak predictions")
     ap.add_argument("--strong-batch", type=float, default=None, help="global batch for strong predictions")
     ap.add_argument("--price", type=float, default=3.00, help="on-demand price per GPU-hour")
@@ -346,6 +355,18 @@ def main(argv=None):
     if not train:
         print("scaling_study: no bench train results under %s" % " ".join(args.folders), file=sys.stderr)
         return 2
+    # One precision per study: points of several would mix different compute times.
+    precisions = sorted({p.get("precision", "fp32") for p in train})
+    if args.precision:
+        train = [p for p in train if p.get("precision", "fp32") == args.precision]
+        if not train:
+            print("scaling_study: no bench train results with precision %s (found: %s)" % (
+                args.precision, ", ".join(precisions)), file=sys.stderr)
+            return 2
+    elif len(precisions) > 1:
+        print("scaling_study: the results mix precisions %s: pass --precision" % ", ".join(precisions), file=sys.stderr)
+        return 2
+    precision = args.precision or precisions[0]
     os.makedirs(args.out, exist_ok=True)
 
     fabrics = {k: dict(v) for k, v in PRESETS.items()}
@@ -444,8 +465,8 @@ def main(argv=None):
         for r in rows:
             w.writerow({k: (("%.6g" % v) if isinstance(v, float) else v) for k, v in r.items()})
 
-    print("scaling study: %s on %s, %d parameters (%.1f MB of gradients), measured 1..%d ranks" % (
-        model_name, device, model.params, model.grad_bytes / 1e6, measured_max))
+    print("scaling study: %s on %s, precision %s, %d parameters (%.1f MB of gradients in %s), measured 1..%d ranks" % (
+        model_name, device, precision, model.params, model.grad_bytes / 1e6, model.grad_dtype, measured_max))
     print("  compute: %s" % model.compute_note)
     print("  overlap: %s; allreduce algorithm: %s" % (model.overlap_note, args.algo))
     for sname, (nf, nw) in systems.items():

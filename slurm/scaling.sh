@@ -4,12 +4,15 @@
 # scripts/scaling_study.py over all points once they have ended (--dependency=afterany).
 #
 #   slurm/scaling.sh [--nodes "1 2 4 8"] [--gpus-per-node 8] [--batch-per-gpu B] [--global-batch G]
-#                    [--model NAME] [--results DIR] [--cluster NAME] [--wait] [-- SBATCH_ARGS...]
+#                    [--model NAME] [--precision P] [--grad-dtype T] [--results DIR] [--cluster NAME] [--wait]
+#                    [-- SBATCH_ARGS...]
 #
 #   --nodes           node counts, one job each (default "1 2 4 8")
 #   --gpus-per-node   tasks (= GPUs) per node (default 8)
 #   --batch-per-gpu   weak scaling: per-GPU batch (default: bench_node's, 256 GPU / 32 CPU)
 #   --global-batch    strong scaling: fixed global batch (default batch-per-gpu x the largest GPU count)
+#   --precision       train.precision of every point (HT_BENCH_PRECISION; the study models this one)
+#   --grad-dtype      dist.grad_dtype of every point: fp32 or bf16 (HT_BENCH_GRAD_DTYPE)
 #   --results         sweep folder (default results/<cluster>/scaling-<date>-<time>)
 #   --no-gpus         ask for no GPUs (--gpus-per-node=0; CPU partitions)
 #   --study-args "A"  extra arguments for scripts/scaling_study.py (word-split; it always gets
@@ -32,6 +35,8 @@ while [[ $# -gt 0 ]]; do
     --batch-per-gpu) per_gpu=$2; shift 2 ;;
     --global-batch) global=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
+    --precision) export HT_BENCH_PRECISION=$2; shift 2 ;;
+    --grad-dtype) export HT_BENCH_GRAD_DTYPE=$2; shift 2 ;;
     --results) results=$2; shift 2 ;;
     --cluster) cluster=$2; shift 2 ;;
     --no-gpus) gpus=0; shift ;;
@@ -85,7 +90,7 @@ dep=$(IFS=:; echo "${ids[*]}")
 # The collector runs whatever points finished; a failed point is missing from the study, not fatal.
 collector=$(cd "$root" && sbatch --parsable --job-name=ht-scale-collect --nodes=1 --ntasks=1 \
   --dependency="afterany:$dep" --output="$results/collect.out" "${extra[@]}" \
-  --wrap "$py '$root/scripts/scaling_study.py' --out '$results/study' --gpus-per-node $gpn $study_args '$results'/n*")
+  --wrap "$py '$root/scripts/scaling_study.py' ${HT_BENCH_PRECISION:+--precision $HT_BENCH_PRECISION} --out '$results/study' --gpus-per-node $gpn $study_args '$results'/n*")
 collector=${collector%%;*}
 echo "scaling.sh: collector job $collector -> $results/study (after ${ids[*]})"
 echo "$results" >"$results/SWEEP"

@@ -9,8 +9,15 @@
 // every element that differs is counted. The gradient-bucket path (GradBucketer over a buffer of
 // several buckets, parameters marked in backward order, averaged) is measured and checked the same
 // way at --bucket-mb. Rank 0 prints the table and writes JSON; exit 1 on any wrong element.
+//
+// --grad-dtype bf16 (dist.grad_dtype): the data travels as bfloat16, which only the gradient path
+// does (Communicator::start_allreduce_average), so the sweep times that path's average instead of
+// allreduce_sum; sizes, algbw and busbw count the wire bytes (2 per element), bucket sizes too. The
+// check then allows the bf16 roundings: each partial sum rounded once, at most (n-1) x 2^-8 relative
+// (the pattern's values below 256 are exact in bf16, so with up to 8 ranks every element is exact).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <ctime>
 #include <fstream>
@@ -50,6 +57,7 @@ struct Options {
   double bucket_mb = 25;
   int bucket_count = 4;  // buckets in the gradient-bucket measurement
   std::string device = "cpu";
+  std::string grad_dtype = "fp32";  // dist.grad_dtype: fp32 or bf16
   std::string out;
   double timeout_s = 300;
   int corrupt_rank = -1;  // test hook: this rank damages one reduced element before checking
@@ -105,15 +113,15 @@ void fill_pattern(Tensor& buf, int rank) {
   buf.copy_from(host);
 }
 
-// Counts elements of buf that differ from want(i), over all ranks.
+// Counts elements of buf for which ok(i, value) is false, over all ranks.
 template <class F>
-long long count_wrong(const Tensor& buf, F want, bool corrupt) {
+long long count_wrong(const Tensor& buf, F ok, bool corrupt) {
   Tensor host = buf.to(Device::cpu);
   auto h = host.span<float>();
   if (corrupt && !h.empty()) h[h.size() / 2] += 1.0f;
   long long bad = 0;
   for (int64_t i = 0; i < host.numel(); ++i)
-    if (h[static_cast<size_t>(i)] != want(i)) ++bad;
+    if (!ok(i, h[static_cast<size_t>(i)])) ++bad;
   long long all = 0;
   MPI_Allreduce(&bad, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   return all;
@@ -180,6 +188,7 @@ int bench_allreduce(const Args& args) {
       .option("bucket-mb", &o.bucket_mb, "MB", "gradient bucket size in MiB (dist.bucket_mb)")
       .option("bucket-count", &o.bucket_count, "N", "buckets in the gradient-bucket measurement (0 = skip it)")
       .option("device", &o.device, "D", "cpu (MPI) or cuda (NCCL)")
+      .option("grad-dtype", &o.grad_dtype, "T", "fp32 or bf16: the wire type of gradient averages (dist.grad_dtype)")
       .option("timeout-s", &o.timeout_s, "S", "communicator time limit (dist.timeout_s)")
       .option("out", &o.out, "FILE", "write the results as JSON to this file (rank 0)")
       .option("test-corrupt-rank", &o.corrupt_rank, "R", "test hook: this rank damages one result element");
@@ -193,6 +202,10 @@ int bench_allreduce(const Args& args) {
   if (o.iters < 1 || o.warmup < 0)
     throw UsageError("hpctrain bench allreduce: --iters must be >= 1 and --warmup >= 0");
   if (o.bucket_count < 0) throw UsageError("hpctrain bench allreduce: --bucket-count must be >= 0");
+  if (o.grad_dtype != "fp32" && o.grad_dtype != "bf16")
+    throw UsageError("hpctrain bench allreduce: --grad-dtype must be fp32 or bf16, got '" + o.grad_dtype + "'");
+  const WireDType wire = o.grad_dtype == "bf16" ? WireDType::bf16 : WireDType::f32;
+  const int64_t wb = wire_bytes(wire);
   Device dev;
   if (o.device == "cpu") {
     dev = Device::cpu;
@@ -212,38 +225,51 @@ int bench_allreduce(const Args& args) {
   const int n = comm->world_size(), rank = comm->rank();
   const double bus_factor = n > 1 ? 2.0 * (n - 1) / n : 0.0;
   std::vector<Row> rows;
+  if (wire != WireDType::f32 && n > 1) comm->set_wire_dtype(wire);  // UsageError where unsupported
+  // bf16 wire: each partial sum rounded once to bf16 (relative error <= 2^-8 each).
+  const float tol = wire == WireDType::f32 ? 0.0f : static_cast<float>(n - 1) * 0x1p-8f;
+  auto near = [tol](float got, float want) { return tol == 0 ? got == want : std::abs(got - want) <= tol * std::abs(want); };
 
   // ---- sweep: in-place allreduce_sum ---------------------------------------------------------
-  const int64_t max_count = o.max_bytes / 4;
+  const int64_t max_count = o.max_bytes / wb;
   Tensor buf = Tensor::zeros({max_count}, DType::f32, dev);
+  // fp32: in-place allreduce_sum. bf16: the gradient path's average (the only one with a bf16 wire).
+  const bool average = wire != WireDType::f32;
   for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
     Row r;
-    r.path = "allreduce_sum";
-    r.count = bytes / 4;
-    r.bytes = r.count * 4;
+    r.path = average ? "average" : "allreduce_sum";
+    r.count = bytes / wb;
+    r.bytes = r.count * wb;
     Tensor part = buf.slice_flat(0, {r.count});
     auto span = device_span(part);
+    auto op = [&] {
+      if (!average) return comm->allreduce_sum(span);
+      comm->start_allreduce_average(span);
+      comm->wait_all();
+    };
     part.zero_();  // zeros stay zeros under repeated sums: no overflow, no denormals
-    time_into(r, [&] { comm->allreduce_sum(span); }, o, dev, bus_factor);
+    time_into(r, op, o, dev, bus_factor);
     // Correctness: a separate pass with exactly predictable data.
     fill_pattern(part, rank);
-    comm->allreduce_sum(span);
+    op();
     device_sync(dev);
-    r.wrong = count_wrong(part, [n](int64_t i) { return expected_sum(i, n); }, rank == o.corrupt_rank);
+    const float div = average ? static_cast<float>(n) : 1.0f;
+    r.wrong = count_wrong(part, [&](int64_t i, float got) { return near(got, expected_sum(i, n) / div); },
+                          rank == o.corrupt_rank);
     rows.push_back(r);
   }
   buf = Tensor();
 
   // ---- gradient-bucket path: GradBucketer over bucket_count buckets, marked in backward order ----
   if (o.bucket_count > 0) {
-    const int64_t bucket_floats = static_cast<int64_t>(o.bucket_mb * 1024 * 1024 / 4);
+    const int64_t bucket_floats = static_cast<int64_t>(o.bucket_mb * 1024 * 1024 / static_cast<double>(wb));
     const int per_bucket = 8;  // parameters per bucket
     const int64_t pcount = std::max<int64_t>(1, bucket_floats / per_bucket);
     std::vector<ParamSlice> params;
     for (int i = 0; i < o.bucket_count * per_bucket; ++i) params.push_back({i * pcount, pcount});
     const int64_t total = pcount * static_cast<int64_t>(params.size());
     Tensor grads = Tensor::zeros({total}, DType::f32, dev);
-    GradBucketer bk(*comm, device_span(grads), params, o.bucket_mb);
+    GradBucketer bk(*comm, device_span(grads), params, o.bucket_mb, wire);
     auto step = [&] {
       bk.begin_step();
       for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) bk.mark_ready(i);
@@ -252,14 +278,14 @@ int bench_allreduce(const Args& args) {
     Row r;
     r.path = "bucketer";
     r.count = total;
-    r.bytes = total * 4;
+    r.bytes = total * wb;
     r.buckets = bk.num_buckets();
     time_into(r, step, o, dev, bus_factor);
     fill_pattern(grads, rank);
     step();
     device_sync(dev);
     // The expected average, computed as the communicator does: exact sum, one correctly rounded division.
-    r.wrong = count_wrong(grads, [n](int64_t i) { return expected_sum(i, n) / static_cast<float>(n); },
+    r.wrong = count_wrong(grads, [&](int64_t i, float got) { return near(got, expected_sum(i, n) / static_cast<float>(n)); },
                           rank == o.corrupt_rank);
     rows.push_back(r);
   }
@@ -270,13 +296,14 @@ int bench_allreduce(const Args& args) {
   if (rank == 0) {
     std::ostringstream os;
     os << "# hpctrain bench allreduce: " << comm->name() << " on " << device_name(dev) << ", " << n
-       << " rank(s), in place, float32, " << o.warmup << " warm-up + " << o.iters << " timed iterations per size\n"
+       << " rank(s), in place, " << (average ? "averages with a bf16 wire" : "float32") << ", " << o.warmup << " warm-up + " << o.iters << " timed iterations per size\n"
        << "# time_us: slowest rank's mean (min_us: its fastest iteration); busbw = algbw * 2(n-1)/n\n";
+    os << "# size(B) counts wire bytes (" << wb << " per element)\n";
     os << std::setw(10) << "path" << std::setw(14) << "size(B)" << std::setw(12) << "count" << std::setw(12)
        << "time_us" << std::setw(12) << "min_us" << std::setw(11) << "algbw_GB/s" << std::setw(11) << "busbw_GB/s" << std::setw(8) << "#wrong"
        << "\n";
     for (const auto& r : rows)
-      os << std::setw(10) << (r.path == "bucketer" ? "bucketer" : "allreduce") << std::setw(14) << r.bytes
+      os << std::setw(10) << (r.path == "allreduce_sum" ? std::string("allreduce") : r.path) << std::setw(14) << r.bytes
          << std::setw(12) << r.count << std::setw(12) << std::fixed << std::setprecision(1) << r.time_us
          << std::setw(12) << r.time_min_us << std::setw(11) << std::setprecision(3) << r.algbw << std::setw(11) << r.busbw << std::setw(8) << r.wrong
          << "\n";
@@ -294,7 +321,9 @@ int bench_allreduce(const Args& args) {
       j["device"] = device_name(dev);
       j["world_size"] = n;
       j["hosts"] = d.hosts;
-      j["dtype"] = "float32";
+      j["dtype"] = average ? "bfloat16" : "float32";  // on the wire
+      j["grad_dtype"] = o.grad_dtype;
+      j["bytes_per_element"] = wb;
       j["iters"] = o.iters;
       j["warmup"] = o.warmup;
       j["bucket_mb"] = o.bucket_mb;

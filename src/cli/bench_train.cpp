@@ -61,7 +61,8 @@ int bench_train(const Args& args) {
                           {"threads_per_rank", cfg.train.threads}, {"warmup_steps", warmup}, {"timed_steps", recs.size()},
                           {"height", cfg.data.synthetic_height}, {"width", cfg.data.synthetic_width},
                           {"parameters", trainer.model().params().num_params()},
-                          {"precision", to_string(cfg.train.precision)}, {"peak_rss_bytes", peak_rss_bytes()}};
+                          {"precision", to_string(cfg.train.precision)}, {"peak_rss_bytes", peak_rss_bytes()},
+                          {"grad_dtype", to_string(cfg.dist.grad_dtype)}};
     // Bucket timeline of the last timed step on rank 0 (launch time since the step's forward began,
     // bytes per bucket, launch order): scripts/scaling_study.py models overlap from it.
     if (const GradBucketer* b = trainer.bucketer()) {

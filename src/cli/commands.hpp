@@ -18,6 +18,7 @@ int bench_allreduce(const Args& args);  // src/cli/bench_allreduce.cpp
 int bench_io(const Args& args);         // src/cli/bench_io.cpp
 int bench_train(const Args& args);      // src/cli/bench_train.cpp
 int bench_checkpoint(const Args& args); // src/cli/bench_checkpoint.cpp
+int bench_peak(const Args& args);       // src/cli/bench_peak.cpp
 
 /// hpctrain inspect on a checkpoint (src/cli/inspect_checkpoint.cpp): reads `path` completely and
 /// prints step, epoch, world_size at save, parameter count, tensors and the checksum status

@@ -26,6 +26,9 @@ template <> struct EnumNames<Precision> {
   static constexpr std::pair<Precision, const char*> table[] = {
       {Precision::fp32, "fp32"}, {Precision::tf32, "tf32"}, {Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}};
 };
+template <> struct EnumNames<GradDType> {
+  static constexpr std::pair<GradDType, const char*> table[] = {{GradDType::fp32, "fp32"}, {GradDType::bf16, "bf16"}};
+};
 template <> struct EnumNames<LrSchedule> {
   static constexpr std::pair<LrSchedule, const char*> table[] = {
       {LrSchedule::constant, "constant"}, {LrSchedule::step, "step"}, {LrSchedule::cosine, "cosine"}};
@@ -52,6 +55,7 @@ template <class E> E enum_from_text(const std::string& key, const std::string& t
 const char* to_string(DeviceChoice d) { return enum_name(d); }
 const char* to_string(Precision p) { return enum_name(p); }
 const char* to_string(LrSchedule s) { return enum_name(s); }
+const char* to_string(GradDType g) { return enum_name(g); }
 
 namespace {
 
@@ -94,6 +98,11 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("train.eval", c.train.eval, "evaluate after each epoch");
   f("train.deterministic", c.train.deterministic, "deterministic algorithms only");
   f("train.threads", c.train.threads, "compute threads per rank (0 = auto)");
+  f("train.loss_scale.enabled", c.train.loss_scale.enabled, "dynamic loss scaling (always on with fp16)");
+  f("train.loss_scale.initial", c.train.loss_scale.initial, "initial loss scale (a power of two)");
+  f("train.loss_scale.growth_interval", c.train.loss_scale.growth_interval, "clean steps before the scale doubles");
+  f("train.loss_scale.min", c.train.loss_scale.min, "smallest loss scale (a power of two)");
+  f("train.loss_scale.max", c.train.loss_scale.max, "largest loss scale (a power of two)");
   f("optim.lr", c.optim.lr, "peak learning rate");
   f("optim.momentum", c.optim.momentum, "SGD momentum");
   f("optim.weight_decay", c.optim.weight_decay, "L2 weight decay");
@@ -112,6 +121,7 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("checkpoint.async", c.checkpoint.async, "write checkpoints on a background thread");
   f("checkpoint.signals", c.checkpoint.signals, "signals that checkpoint and stop (exit 75)");
   f("dist.bucket_mb", c.dist.bucket_mb, "gradient bucket size in MB");
+  f("dist.grad_dtype", c.dist.grad_dtype, "fp32 or bf16: the type gradients travel in");
   f("dist.allow_shared_gpu", c.dist.allow_shared_gpu, "allow two ranks on one GPU");
   f("dist.timeout_s", c.dist.timeout_s, "NCCL init and collective time limit");
   f("dist.check_replicas_every", c.dist.check_replicas_every, "verify identical parameters on all ranks every N steps");
@@ -217,6 +227,8 @@ void validate(Config& c, const EnumText& enum_text, const std::string& origin) {
   require(c.verify.timeout_s > 0, origin, "verify.timeout_s", fmt(c.verify.timeout_s), "must be positive");
   require(c.verify.min_mb_per_s > 0, origin, "verify.min_mb_per_s", fmt(c.verify.min_mb_per_s), "must be positive");
   require(c.dist.bucket_mb > 0, origin, "dist.bucket_mb", fmt(c.dist.bucket_mb), "must be positive");
+  if (const std::string p = loss_scale_config_problem(c.train.loss_scale); !p.empty())
+    throw UsageError(origin + ": " + p);
   require(c.checkpoint.keep_last >= 1, origin, "checkpoint.keep_last", fmt(c.checkpoint.keep_last), "must be >= 1");
   validate_runops_keys(c, origin);
   require(c.data.crop_padding >= 0, origin, "data.crop_padding", fmt(c.data.crop_padding), "must be >= 0");

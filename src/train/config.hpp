@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "src/train/loss_scaler.hpp"
+
 namespace ht {
 
 /// train.device: where the ops run. `automatic` ("auto") picks cuda when every rank sees a GPU.
@@ -13,6 +15,8 @@ enum class DeviceChoice { automatic, cpu, cuda };
 /// train.precision (docs/precision.md). bf16/fp16: mixed precision with float32 master weights;
 /// whether the device can run it is checked when the model is built (src/train/precision.hpp).
 enum class Precision { fp32, tf32, bf16, fp16 };
+/// dist.grad_dtype: the type gradients travel in between ranks (mpi/communicator.hpp WireDType).
+enum class GradDType { fp32, bf16 };
 /// optim.schedule: the learning-rate schedule after warm-up (src/train/sgd.hpp learning_rate).
 enum class LrSchedule { constant, step, cosine };
 
@@ -20,6 +24,7 @@ enum class LrSchedule { constant, step, cosine };
 const char* to_string(DeviceChoice d);
 const char* to_string(Precision p);
 const char* to_string(LrSchedule s);
+const char* to_string(GradDType g);
 
 struct Config {
   struct Run {
@@ -65,6 +70,7 @@ struct Config {
     bool eval = true;                  ///< evaluate on the test split after each epoch
     bool deterministic = false;        ///< deterministic algorithms only (cuDNN)
     int threads = 0;                   ///< compute threads per rank (0 = cores / local ranks)
+    LossScaleConfig loss_scale;        ///< train.loss_scale.*: dynamic loss scaling (on with fp16)
   } train;
   struct Optim {
     float lr = 0.01f;
@@ -88,7 +94,8 @@ struct Config {
     std::string signals = "TERM,USR1"; ///< signals that checkpoint and stop with exit code 75
   } checkpoint;
   struct Dist {
-    double bucket_mb = 25;             ///< gradient bucket size in MB
+    double bucket_mb = 25;             ///< gradient bucket size in MB (on the wire)
+    GradDType grad_dtype = GradDType::fp32;  ///< fp32 or bf16 (half the bytes on the wire)
     bool allow_shared_gpu = false;     ///< two ranks on one GPU: gradients over MPI, not NCCL
     double timeout_s = 300;            ///< NCCL init and collective time limit
     int64_t check_replicas_every = 0;  ///< every N steps verify all ranks hold identical parameters (0 = off)

@@ -16,6 +16,7 @@ nlohmann::json step_record(const StepMetrics& m) {
                       {"optimizer_ms", m.optimizer_ms},
                       {"step_ms", m.step_ms},
                       {"images_per_s", m.images_per_s}};
+  if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
   if (m.replicas_identical) j["replicas_identical"] = *m.replicas_identical;
   for (const auto& [k, v] : m.gpu.fields()) j[k] = v;
   return j;

@@ -17,6 +17,8 @@ struct StepMetrics {
   std::optional<double> loss;  ///< training loss, mean over the global batch; empty when not finite (JSON null)
   double lr = 0;               ///< learning rate of this step (the schedule's float value)
   bool skipped = false;        ///< a loss or gradient was not finite on some rank: no update
+  std::optional<double> loss_scale;  ///< with loss scaling: the scale this step's loss was multiplied by
+  bool loss_scale_backoff = false;   ///< skipped, and the loss scale halved (not counted towards max_nonfinite_steps)
   double data_ms = 0;          ///< waiting for this rank's batch on the compute device
   double forward_ms = 0;       ///< forward passes and loss, summed over the micro-batches
   double backward_ms = 0;      ///< backward passes, summed over the micro-batches
@@ -30,7 +32,7 @@ struct StepMetrics {
 
 /// The metrics.jsonl `step` record: event "step", step, epoch, loss (null when not finite), lr,
 /// skipped, data_ms, forward_ms, backward_ms, allreduce_ms, optimizer_ms, step_ms, images_per_s,
-/// replicas_identical when set, and the NVML fields (NvmlSnapshot::fields) when valid. Times in ms.
+/// loss_scale when scaling, replicas_identical when set, and the NVML fields (NvmlSnapshot::fields) when valid. Times in ms.
 nlohmann::json step_record(const StepMetrics& m);
 
 }  // namespace ht

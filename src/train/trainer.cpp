@@ -86,6 +86,7 @@ bool Trainer::step(int epoch) {
   const LocalPass local = forward_backward(images, labels, m);
   // ---- the last buckets, then the non-finite check, agreed by every rank ----
   const bool finite = exchange_and_check(local, m);
+  if (scaler_) finish_loss_scale(finite, m);  // unscale, then grow or back off (trainer_loss_scale.cpp)
   // ---- optimizer, or a skipped step (BatchNorm running statistics restored) ----
   if (finite) {
     optimizer_step(m);
@@ -145,7 +146,10 @@ Trainer::LocalPass Trainer::forward_backward(const Tensor& images, const Tensor&
     TraceSpan s(trace_, "backup_buffers");
     buffers_backup_.copy_from(ps.flat_buffers());
   }
-  if (bucketer_) bucketer_->begin_step();
+  if (bucketer_) {
+    unscale_fused_ = scaler_ && bucketer_->set_unscale(static_cast<float>(scaler_->scale()));
+    bucketer_->begin_step();
+  }
   for (int a = 0; a < A; ++a) {
     std::optional<TraceSpan> fwd_span(std::in_place, trace_, "forward");
     // The batch is already on the compute device (next_batch); micro-batches are views of it.
@@ -166,7 +170,8 @@ Trainer::LocalPass Trainer::forward_backward(const Tensor& images, const Tensor&
     t0 = SteadyClock::now();
     dlogits_.ensure(logits.shape(), DType::f32, device_);
     // Mean over the micro-batch, then / A: the sum over micro-batches is the rank's batch mean.
-    softmax_xent_backward(probs_, y, cfg_.train.label_smoothing, 1.0f / static_cast<float>(A), dlogits_);
+    // With loss scaling the seed is scaled too (the loss times the scale, without a pass over it).
+    softmax_xent_backward(probs_, y, cfg_.train.label_smoothing, loss_seed(A), dlogits_);
     // Only the last micro-batch's gradients are final: that backward feeds the buckets.
     const bool last = a == A - 1;
     if (last && bucketer_) ps.on_grad_ready = [this](int i) { bucketer_->mark_ready(i); };
@@ -216,9 +221,14 @@ void Trainer::advance_progress(const StepMetrics& m) {
   }
   // The skipped step's samples are consumed: the step counter does not move, so the schedule is
   // unchanged, but the cursor does.
-  prog_.nonfinite_in_row++;
+  // A skip that halved the loss scale is the scaler's search, not a run going wrong: it does not
+  // count towards train.max_nonfinite_steps.
+  if (!m.loss_scale_backoff) prog_.nonfinite_in_row++;
   prog_.nonfinite_total++;
-  if (rank_ == 0)
+  if (rank_ == 0 && m.loss_scale_backoff)
+    std::printf("[epoch %d] step %lld skipped: non-finite gradient at loss scale %g, halved\n", m.epoch,
+                static_cast<long long>(m.step), m.loss_scale.value_or(0));
+  else if (rank_ == 0)
     std::printf("[epoch %d] step %lld skipped: non-finite loss or gradient (%lld in a row, limit %d)\n", m.epoch,
                 static_cast<long long>(m.step), static_cast<long long>(prog_.nonfinite_in_row),
                 cfg_.train.max_nonfinite_steps);

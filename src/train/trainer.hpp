@@ -6,6 +6,7 @@
 // (evaluation, replica check), trainer_state.cpp (tensors for checkpoints).
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "src/train/budget.hpp"
 #include "src/train/config.hpp"
 #include "src/nn/models.hpp"
+#include "src/train/loss_scaler.hpp"
 #include "src/train/sgd.hpp"
 #include "src/train/step_metrics.hpp"
 #include "src/train/training_state.hpp"
@@ -164,6 +166,11 @@ class Trainer {
   /// Waits for the buckets and agrees with every rank whether the step is finite (loss and
   /// gradients); fills allreduce_ms and the global loss. True: apply the update.
   bool exchange_and_check(const LocalPass& local, StepMetrics& m);
+  /// Loss scaling after the ranks agreed (trainer_loss_scale.cpp): unscales the gradients of a
+  /// finite step unless the exchange did, then updates the scale; fills m.loss_scale.
+  void finish_loss_scale(bool finite, StepMetrics& m);
+  /// The factor that seeds backward (d loss / d logits): 1 / A, times the loss scale when scaling.
+  float loss_seed(int accumulation_steps) const;
   /// Applies the SGD update with m.lr; fills optimizer_ms.
   void optimizer_step(StepMetrics& m);
   /// Counts the step in progress_ (applied or skipped); throws RuntimeError after
@@ -194,6 +201,8 @@ class Trainer {
   std::unique_ptr<DataLoader> train_loader_, test_loader_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Sgd> opt_;
+  std::optional<LossScaler> scaler_;  ///< train.loss_scale.enabled or fp16 (src/train/loss_scaler.hpp)
+  bool unscale_fused_ = false;        ///< this step's exchange divides by the loss scale too
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<GradBucketer> bucketer_;
   std::unique_ptr<MetricsWriter> metrics_;

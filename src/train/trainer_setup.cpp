@@ -169,6 +169,7 @@ void Trainer::setup_model() {
   spec.compute = compute_dtype(cfg_.train.precision, device_);  // UsageError where the device cannot
   model_ = std::make_unique<Model>(spec, device_, cfg_.run.seed);
   opt_ = std::make_unique<Sgd>(model_->params(), cfg_.optim);
+  if (cfg_.train.loss_scale.enabled || cfg_.train.precision == Precision::fp16) scaler_.emplace(cfg_.train.loss_scale);
 }
 
 void Trainer::setup_distributed(int threads) {
@@ -193,7 +194,8 @@ void Trainer::setup_communication() {
   if (world_ > 1) {
     std::vector<ParamSlice> slices;
     for (const auto& p : ps.params()) slices.push_back({p.offset, shape_numel(p.shape)});
-    bucketer_ = std::make_unique<GradBucketer>(*comm_, span_of(ps.flat_grads()), slices, cfg_.dist.bucket_mb);
+    bucketer_ = std::make_unique<GradBucketer>(*comm_, span_of(ps.flat_grads()), slices, cfg_.dist.bucket_mb,
+                                               cfg_.dist.grad_dtype == GradDType::bf16 ? WireDType::bf16 : WireDType::f32);
   }
   buffers_backup_ = Tensor::empty(ps.flat_buffers().shape(), DType::f32, device_);
 }

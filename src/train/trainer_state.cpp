@@ -108,7 +108,7 @@ TrainingState Trainer::capture_state() {
   s.total_steps = total_steps_;
   s.steps_per_epoch = steps_per_epoch_;
   s.lr = learning_rate(cfg_.optim, prog_.step, total_steps_, steps_per_epoch_);
-  s.loss_scale = 1.0;
+  if (scaler_) s.loss_scale = scaler_->state();
   s.model = cfg_.model.name;
   s.config = to_ini(cfg_);
   s.config_hash = hex64(fnv1a(s.config));
@@ -135,6 +135,9 @@ std::vector<std::string> Trainer::restore_state(const TrainingState& s, RestoreS
     prog_.step_in_epoch = s.step_in_epoch;
     prog_.nonfinite_in_row = s.nonfinite_in_row;
     prog_.nonfinite_total = s.nonfinite_total;
+    // The scale and its clean-step count, bit for bit; a checkpoint without them (an earlier build,
+    // a run without loss scaling) leaves the scaler at train.loss_scale.initial.
+    if (scaler_ && s.loss_scale) scaler_->restore(*s.loss_scale);
     // steps done = epoch x steps_per_epoch + step_in_epoch + epoch_offset (checked by the reader for
     // the saved epoch length), restated for this run's epoch length: unchanged when the length is the
     // same; after a changed one the current epoch ends at this run's length, or at once when the

@@ -109,7 +109,8 @@ CheckpointData to_checkpoint_data(TrainingState s) {
             {"nonfinite_in_row", s.nonfinite_in_row},
             {"nonfinite_total", s.nonfinite_total},
             {"epoch_offset", s.epoch_offset}};
-  d.floats = {{"lr", s.lr}, {"loss_scale", s.loss_scale}};
+  d.floats = {{"lr", s.lr}, {"loss_scale", 1.0}};
+  if (s.loss_scale) s.loss_scale->to_checkpoint(d);
   d.strings = {{"model", std::move(s.model)},
                {"config", std::move(s.config)},
                {"config_hash", std::move(s.config_hash)}};
@@ -136,7 +137,7 @@ TrainingState training_state_from_checkpoint(CheckpointData d, const std::string
   s.total_steps = int_or(d, "total_steps", 0);
   s.steps_per_epoch = int_or(d, "steps_per_epoch", 0);
   s.lr = float_or(d, "lr", 0);
-  s.loss_scale = float_or(d, "loss_scale", 1.0);
+  if (LossScaleState ls; LossScaleState::from_checkpoint(d, ls)) s.loss_scale = ls;
   s.model = string_or(d, "model", "?");
   s.config = string_or(d, "config", "");
   s.config_hash = string_or(d, "config_hash", "");
@@ -161,7 +162,9 @@ std::vector<char> serialize_training_state(const TrainingState& s) {
                     s.epoch_offset})
     w.i64(v);
   w.f64(s.lr);
-  w.f64(s.loss_scale);
+  w.u64(s.loss_scale ? 1 : 0);
+  w.f64(s.loss_scale ? s.loss_scale->scale : 1.0);
+  w.i64(s.loss_scale ? s.loss_scale->clean_steps : 0);
   for (const std::string* v : {&s.model, &s.config, &s.config_hash}) w.str(*v);
   return w.take();
 }
@@ -197,7 +200,11 @@ TrainingState deserialize_training_state(std::span<const char> bytes) {
   s.steps_per_epoch = r.i64();
   s.epoch_offset = r.i64();
   s.lr = r.f64();
-  s.loss_scale = r.f64();
+  const uint64_t has_scale = r.u64();
+  LossScaleState ls;
+  ls.scale = r.f64();
+  ls.clean_steps = r.i64();
+  if (has_scale) s.loss_scale = ls;
   s.model = r.str();
   s.config = r.str();
   s.config_hash = r.str();

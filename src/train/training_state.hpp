@@ -8,10 +8,12 @@
 //   tensors        <-> CheckpointData::tensors ("param/<name>", "buffer/<name>", "momentum/<name>",
 //                  and with several ranks "rank_buffer/<rank>/<name>": checkpoint format version 2)
 //   ints           step, epoch, step_in_epoch, world_size, seed, global_batch, total_steps,
-//                  steps_per_epoch, nonfinite_in_row, nonfinite_total, epoch_offset
-//   floats         lr (of the next step), loss_scale
+//                  steps_per_epoch, nonfinite_in_row, nonfinite_total, epoch_offset, and
+//                  loss_scale_clean_steps (runs with loss scaling only: LossScaleState)
+//   floats         lr (of the next step), loss_scale (1 without loss scaling)
 //   strings        model, config (INI text), config_hash (FNV-1a of config, 16 hex digits)
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -19,6 +21,7 @@
 
 #include "io/checkpoint_store.hpp"
 #include "src/base/tensor.hpp"
+#include "src/train/loss_scaler.hpp"
 
 namespace ht {
 
@@ -48,7 +51,9 @@ struct TrainingState {
   int64_t total_steps = 0;
   int64_t steps_per_epoch = 0;
   double lr = 0;           ///< learning rate of the next step
-  double loss_scale = 1.0;
+  /// The loss scaler (src/train/loss_scaler.hpp) of a run with loss scaling; empty otherwise (the
+  /// file then holds floats/loss_scale = 1 and no ints/loss_scale_clean_steps, as earlier builds wrote).
+  std::optional<LossScaleState> loss_scale;
   std::string model = "?"; ///< model.name ("?" when the checkpoint does not record it)
   std::string config;      ///< the effective config as INI text ("" when not recorded)
   std::string config_hash; ///< FNV-1a of `config`, 16 lower-case hex digits

@@ -16,6 +16,8 @@ ht_slurm_prepare_fmnist || fail "hpctrain prepare"
 
 export HT_BIN OMP_NUM_THREADS=1 HT_BENCH_STEPS=4 HT_BENCH_WARMUP=1 HT_BENCH_BATCH_PER_RANK=16
 export HT_BENCH_AR_ARGS="--max-bytes 1M --iters 3 --warmup 1 --bucket-mb 0.25"
+# The gradient wire in bf16 (HT_BENCH_GRAD_DTYPE): passed to bench allreduce and bench train.
+export HT_BENCH_GRAD_DTYPE=bf16
 id=$(cd "$work" && sbatch --parsable --wait --ntasks-per-node=2 --gpus-per-node=2 \
        "$src/slurm/bench_node.sbatch" --results "$work/results" --cluster testcluster --data "$work/fmnist")
 rc=$?
@@ -36,8 +38,10 @@ d = sys.argv[1]
 ld = lambda f: json.load(open(os.path.join(d, f)))
 node = ld("node.json")
 assert node["ntasks"] == 2 and node["device"] == "cpu" and node["ranks"] == [1, 2], node
+assert node["precision"] == "fp32" and node["grad_dtype"] == "bf16", node
 ar = ld("allreduce-n2.json")
 assert ar["benchmark"] == "allreduce" and ar["world_size"] == 2 and ar["wrong_total"] == 0, ar
+assert ar["grad_dtype"] == "bf16" and ar["bytes_per_element"] == 2, ar
 sizes = [r["bytes"] for r in ar["results"] if r["path"] != "bucketer"]
 assert min(sizes) == 8 and max(sizes) == 1 << 20, sizes
 assert all(r["busbw_GBps"] > 0 for r in ar["results"]), ar["results"]
@@ -49,6 +53,7 @@ for mode, n, gb in (("weak", 1, 16), ("weak", 2, 32), ("strong", 1, 32), ("stron
     t = ld("train-%s-n%d.json" % (mode, n))
     assert t["benchmark"] == "train" and t["world_size"] == n and t["global_batch"] == gb, t
     assert t["images_per_s"] > 0 and t["step_ms"] > 0 and t["timed_steps"] == 4, t
+    assert t["precision"] == "fp32" and t["grad_dtype"] == "bf16", t
     print("train %-6s n=%d: %.1f images/s, step %.2f ms" % (mode, n, t["images_per_s"], t["step_ms"]))
 EOF
 

@@ -150,6 +150,36 @@ with tempfile.TemporaryDirectory() as d:
     close("timeline n=4 comm ms", float(mod[4]["comm_model_ms"]), 2.7, rel=1e-5)
     close("timeline n=4 images/s", float(mod[4]["images_per_s"]), 128 / 0.01235, rel=1e-5)
 
+# Precision: points of fp32 and bf16 (the bf16 run with dist.grad_dtype = bf16) in one folder. Without
+# --precision the study refuses to mix them (exit 2); with --precision bf16 it models the bf16 points
+# only, with 2 bytes per parameter on the wire: 1e6 parameters -> 2e6 bytes, --bucket-mb 1 -> 2
+# buckets; flat fabric, ring, no overlap, n=2: 2*(1/2)*2e6/4e9 = 0.5 ms + 2 buckets * 2*1*100 us =
+# 0.4 ms -> 0.9 ms; bf16 compute 5 ms (data 0.5, forward 1.5, backward 2.5, optimizer 0.5).
+with tempfile.TemporaryDirectory() as d:
+    res = os.path.join(d, "res")
+    for prec, scale in (("fp32", 1.0), ("bf16", 0.5)):
+        os.makedirs(os.path.join(res, prec))
+        for n in (1, 2):
+            j = {"benchmark": "train", "model": "mlp", "device": "cpu", "world_size": n, "global_batch": 32 * n,
+                 "micro_batch": 32, "parameters": 1000000, "step_ms": 10.0 * scale, "data_ms": 1.0 * scale,
+                 "forward_ms": 3.0 * scale, "backward_ms": 5.0 * scale, "allreduce_ms": 0.0,
+                 "optimizer_ms": 1.0 * scale, "images_per_s": 32 * n / (10.0 * scale / 1000),
+                 "precision": prec, "grad_dtype": "bf16" if prec == "bf16" else "fp32"}
+            with open(os.path.join(res, prec, "train-weak-n%d.json" % n), "w") as fh:
+                json.dump(j, fh)
+    out = os.path.join(d, "study")
+    common = [res, "--out", out, "--system", "flat=flat,flat", "--fabric", "flat=4,100", "--algo", "ring",
+              "--overlap", "0", "--bucket-mb", "1", "--max-gpus", "2", "--cost-gpus", "2"]
+    close("mixed precisions without --precision: rc", ss.main(common), 2)
+    close("--precision fp16 (none there): rc", ss.main(common + ["--precision", "fp16"]), 2)
+    close("--precision bf16: rc", ss.main(common + ["--precision", "bf16"]), 0)
+    rows = list(csv.DictReader(open(os.path.join(out, "scaling.csv"))))
+    mod = {int(r["gpus"]): r for r in rows if r["kind"] == "model" and r["scaling"] == "weak"}
+    meas = [r for r in rows if r["kind"] == "measured"]
+    close("bf16: measured points", len(meas), 2)
+    close("bf16 n=2 comm ms (2 bytes per parameter)", float(mod[2]["comm_model_ms"]), 0.9, rel=1e-5)
+    close("bf16 n=1 images/s", float(mod[1]["images_per_s"]), 32 / 0.005, rel=1e-5)
+
 if failures:
     print("FAILED: %s" % ", ".join(failures))
     sys.exit(1)

@@ -41,7 +41,6 @@ TrainingState sample_state() {
   s.total_steps = 120;
   s.steps_per_epoch = 12;
   s.lr = 0.0375;
-  s.loss_scale = 1.0;
   s.model = "mlp";
   s.config = "[model]\nname = mlp\n";
   s.config_hash = "0123456789abcdef";
@@ -129,7 +128,7 @@ TEST_CASE("checkpoint training state: absent keys", "[checkpoint][state]") {
   CHECK(s.epoch == 0);
   CHECK(s.world_size == 0);
   CHECK(s.model == "?");
-  CHECK(s.loss_scale == 1.0);
+  CHECK(!s.loss_scale);
   CHECK(s.config.empty());
   REQUIRE(s.find("param/w"));
   CHECK(s.find("param/w")->data<float>()[1] == 1.25f);
