@@ -5,7 +5,7 @@ namespace ht::cuda {
 
 ActFormat act_format(const Tensor& x) {
   const DType t = x.dtype();
-  return ActFormat{t, t == DType::bf16 || t == DType::f16};
+  return ActFormat{t, (t == DType::bf16 || t == DType::f16) && x.ndim() == 4};
 }
 
 cudnnDataType_t cudnn_type(DType t) {

@@ -36,7 +36,8 @@ struct ActFormat {
   bool operator==(const ActFormat&) const = default;
 };
 
-/// The activation format of `x` on the GPU: float32 tensors are NCHW, bfloat16 and float16 ones NHWC.
+/// The activation format of `x` on the GPU: float32 tensors are NCHW, 4-D bfloat16 and float16 ones
+/// NHWC (logical shape [N,C,H,W] kept); tensors of other ranks are row-major in every dtype.
 ActFormat act_format(const Tensor& x);
 
 /// CUDNN_DATA_FLOAT, _BFLOAT16 or _HALF; throws RuntimeError for another dtype.

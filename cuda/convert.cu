@@ -51,7 +51,7 @@ void layout(const char* op, const Tensor& src, Tensor& dst, int n, int c, int h,
 
 }  // namespace
 
-void convert(const Tensor& src, Tensor& dst) {
+void convert_elements(const Tensor& src, Tensor& dst) {
   check_pair("convert", src, dst, src.numel());
   const int64_t n = src.numel();
   if (n == 0) return;
@@ -69,4 +69,26 @@ void nhwc_to_nchw(const Tensor& src, Tensor& dst, int n, int c, int h, int w) {
   layout("nhwc_to_nchw", src, dst, n, c, h, w, false);
 }
 
+void convert_any(const Tensor& src, Tensor& dst) {
+  const bool from_nhwc = act_format(src).nhwc, to_nhwc = act_format(dst).nhwc;
+  if (from_nhwc && !to_nhwc) {
+    nhwc_to_nchw(src, dst, static_cast<int>(src.dim(0)), static_cast<int>(src.dim(1)), static_cast<int>(src.dim(2)),
+                 static_cast<int>(src.dim(3)));
+  } else if (to_nhwc && !from_nhwc) {
+    nchw_to_nhwc(src, dst, static_cast<int>(dst.dim(0)), static_cast<int>(dst.dim(1)), static_cast<int>(dst.dim(2)),
+                 static_cast<int>(dst.dim(3)));
+  } else {
+    convert_elements(src, dst);
+  }
+}
+
 }  // namespace ht::cuda
+
+// The ConvertHalf table (src/base/op_halves.hpp) arrives with mp-cpu's dispatcher src/ops/convert.hpp;
+// defined once both are in the tree.
+#if __has_include("src/ops/convert.hpp")
+#include "src/base/op_halves.hpp"
+namespace ht::cuda {
+const ConvertHalf convert = {.convert = convert_any};
+}  // namespace ht::cuda
+#endif

@@ -80,7 +80,7 @@ void set_math(cublasHandle_t h) {
 const void* weight_for(LinearCache& lc, const Tensor& w, DType t) {
   if (t == DType::f32) return w.raw();
   lc.w_lp.ensure(w.shape(), t, Device::cuda);
-  convert(w, lc.w_lp);
+  convert_elements(w, lc.w_lp);
   return lc.w_lp.raw();
 }
 
@@ -110,7 +110,7 @@ void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, 
   const void* dyp = dy.raw();
   if (dy.dtype() != t) {
     lc.dy_lp.ensure(dy.shape(), t, Device::cuda);
-    convert(dy, lc.dy_lp);
+    convert_elements(dy, lc.dy_lp);
     dyp = lc.dy_lp.raw();
   }
   const Operands o{x.raw(), dx ? weight_for(lc, w, t) : nullptr, dyp, t};
