@@ -492,7 +492,8 @@ else
         unverified "bench $name" "not run: no time left (phase limit $BENCH_LIMIT s, deadline $TOTAL_LIMIT s)"
         bad=$((bad + 1)); continue
       fi
-      timeout "$lim" "$BUILD/hpctrain" bench train --warmup 5 --steps 20 --out "$BDIR/$name.json" \
+      rm -rf "$BDIR/run_$name"
+      timeout "$lim" "$BUILD/hpctrain" bench train --warmup 5 --steps 20 --out "$BDIR/$name.json" --run.dir "$BDIR/run_$name" \
         --model.name resnet18_cifar --train.global_batch "$batch" --train.device cuda --train.precision "$prec" \
         --data.synthetic_channels 3 --data.synthetic_height 32 --data.synthetic_width 32 > "$BDIR/$name.log" 2>&1
       rc=$?
@@ -523,13 +524,23 @@ for f in sorted(glob.glob(os.path.join(bdir, "hpctrain_*.json"))):
     except Exception as e:
         errors.append(f"{os.path.basename(f)}: {e}"); continue
     _, prec, b = os.path.basename(f)[:-5].split("_")
+    # Peak device memory: the largest NVML reading of the run's step records (the whole device as
+    # NVML sees it, the allocator's cached blocks included; PyTorch's figure is max_memory_allocated).
+    mem = None
+    try:
+        steps = [json.loads(l) for l in open(os.path.join(bdir, f"run_{os.path.basename(f)[:-5]}", "metrics.jsonl"))]
+        mem = max((s["gpu_memory_used_bytes"] for s in steps if s.get("event") == "step" and "gpu_memory_used_bytes" in s),
+                  default=None)
+    except Exception:
+        pass
     rows.append({"framework": "hpctrain", "mode": prec, "batch": int(b[1:]), "images_per_s": r.get("images_per_s"),
-                 "step_ms": r.get("step_ms"), "record": r})
+                 "step_ms": r.get("step_ms"), "peak_memory_bytes": mem, "record": r})
 try:
     pt = json.load(open(os.path.join(bdir, "pytorch.json")))
     for r in pt.get("results", []):
         rows.append({"framework": pt.get("framework", "pytorch"), "mode": r["mode"], "batch": r["batch"],
-                     "images_per_s": r["images_per_s"], "step_ms": r["step_ms"], "record": r})
+                     "images_per_s": r["images_per_s"], "step_ms": r["step_ms"],
+                     "peak_memory_bytes": r.get("peak_memory_bytes"), "record": r})
     errors += pt.get("errors", [])
 except Exception as e:
     errors.append(f"pytorch.json: {e}")
@@ -543,7 +554,8 @@ for b in sorted({r["batch"] for r in rows}):
         ratio = (f"  {r['images_per_s'] / best_pt:.2f}x best PyTorch low-precision"
                  if best_pt and r["framework"] == "hpctrain" and r["images_per_s"] else "")
         ips = f"{r['images_per_s']:.1f}" if r["images_per_s"] else "n/a"
-        print(f"  batch {b:4d} {r['framework'][:16]:16s} {r['mode']:16s} {ips:>10s}{ratio}")
+        mem = f"{r['peak_memory_bytes'] / 2**30:6.2f} GiB" if r.get("peak_memory_bytes") else "     n/a"
+        print(f"  batch {b:4d} {r['framework'][:16]:16s} {r['mode']:16s} {ips:>10s} {mem}{ratio}")
 for e in errors:
     print("  error:", e)
 PYEOF
