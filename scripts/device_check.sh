@@ -483,7 +483,12 @@ else
   mkdir -p "$BDIR"
   t_bench=$(date +%s)
   ran=0; bad=0
-  for prec in fp32 bf16 fp16; do
+  BENCH_PRECISIONS="fp32 bf16 fp16"
+  if ! "$BUILD/hpctrain" --version 2>/dev/null | grep -q "CUDA backend: on"; then
+    unverified "bench hpctrain" "not run: $BUILD/hpctrain was built without the CUDA backend"
+    BENCH_PRECISIONS=""
+  fi
+  for prec in $BENCH_PRECISIONS; do
     for batch in $BENCH_BATCHES; do
       left=$(( BENCH_LIMIT - ($(date +%s) - t_bench) ))
       lim=$(limit_for $(( left < 20 ? left : 20 )))
