@@ -24,8 +24,10 @@ usage: gpu_train.py cpu_vs_gpu | deterministic | exact_resume | shared_gpu | eva
   unit roundoff (bf16 p = 8: 3.9e-3; fp16 p = 11: 4.9e-4): step 1 (same weights, same batch) within
   5u relative (the logits pass about five low-precision roundings: conv, bias, batch norm, pool,
   linear input), every step within 50u (the weight updates differ by a few u per step and SGD
-  compounds them: bf16 0.195, fp16 0.0244), every loss finite, at most 3 of 20 fp16 steps skipped by
-  the loss scaler (steps skipped are left out of the comparison).
+  compounds them: bf16 0.195, fp16 0.0244), every loss finite. fp16 starts its loss scale at 2^10
+  (train.loss_scale.initial) so that overflow skips are rare; a skipped step (left out of the
+  comparison) loses one update, which shifts the rest of the curve by about one step's change of the
+  loss, so after a skip the bound is 0.15 relative; at most 3 of 20 fp16 steps may be skipped.
 """
 import json
 import os
@@ -197,7 +199,8 @@ def tf32(tmp):
 def low_precision(tmp, precision, p_bits):
     u = 2.0 ** -p_bits
     train(os.path.join(tmp, "fp32"), "cuda")
-    train(os.path.join(tmp, precision), "cuda", "--train.precision", precision)
+    extra = ["--train.loss_scale.initial", "1024"] if precision == "fp16" else []
+    train(os.path.join(tmp, precision), "cuda", "--train.precision", precision, *extra)
     a = steps_by_number(os.path.join(tmp, "fp32"))
     b = steps_by_number(os.path.join(tmp, precision))
     assert len(a) == 20, len(a)
@@ -206,7 +209,7 @@ def low_precision(tmp, precision, p_bits):
     for k in sorted(b):
         y = b[k]
         assert y == y and abs(y) != float("inf"), f"step {k}: {precision} loss {y}"
-        bound = (5 if k == 1 else 50) * u
+        bound = (5 if k == 1 else 50) * u if not any(j < k for j in skipped) else 0.15
         assert abs(a[k] - y) <= bound * abs(a[k]), f"step {k}: fp32 {a[k]} {precision} {y} (bound {bound:.3g} relative)"
     worst = max(abs(a[k] - b[k]) / abs(a[k]) for k in b)
     print(f"{precision} on GPU: {len(b)} finite losses within 50u = {50 * u:.3g} of fp32 (worst {worst:.3g}; "
