@@ -25,9 +25,9 @@ usage: gpu_train.py cpu_vs_gpu | deterministic | exact_resume | shared_gpu | eva
   5u relative (the logits pass about five low-precision roundings: conv, bias, batch norm, pool,
   linear input), every step within 50u (the weight updates differ by a few u per step and SGD
   compounds them: bf16 0.195, fp16 0.0244), every loss finite. fp16 starts its loss scale at 2^10
-  (train.loss_scale.initial) so that overflow skips are rare; a skipped step (left out of the
-  comparison) loses one update, which shifts the rest of the curve by about one step's change of the
-  loss, so after a skip the bound is 0.15 relative; at most 3 of 20 fp16 steps may be skipped.
+  (train.loss_scale.initial) so that overflow skips are rare; a skipped step is retried on the next
+  batch, which shifts the rest of the curve by about one step's change of the loss, so from the
+  first skip on the bound is 0.15 relative; at most 3 fp16 skips in the 20 steps.
 """
 import json
 import os
@@ -201,15 +201,14 @@ def low_precision(tmp, precision, p_bits):
     train(os.path.join(tmp, "fp32"), "cuda")
     extra = ["--train.loss_scale.initial", "1024"] if precision == "fp16" else []
     train(os.path.join(tmp, precision), "cuda", "--train.precision", precision, *extra)
-    a = steps_by_number(os.path.join(tmp, "fp32"))
-    b = steps_by_number(os.path.join(tmp, precision))
-    assert len(a) == 20, len(a)
-    skipped = [k for k in range(1, 21) if k not in b]
+    a, _ = steps_by_number(os.path.join(tmp, "fp32"))
+    b, skipped = steps_by_number(os.path.join(tmp, precision))
+    assert len(a) == 20 and len(b) >= 17, (len(a), len(b))  # whether a skip uses up a step or not
     assert len(skipped) <= (3 if precision == "fp16" else 0), f"{precision}: steps skipped {skipped}"
     for k in sorted(b):
         y = b[k]
         assert y == y and abs(y) != float("inf"), f"step {k}: {precision} loss {y}"
-        bound = (5 if k == 1 else 50) * u if not any(j < k for j in skipped) else 0.15
+        bound = (5 if k == 1 else 50) * u if not any(j <= k for j in skipped) else 0.15
         assert abs(a[k] - y) <= bound * abs(a[k]), f"step {k}: fp32 {a[k]} {precision} {y} (bound {bound:.3g} relative)"
     worst = max(abs(a[k] - b[k]) / abs(a[k]) for k in b)
     print(f"{precision} on GPU: {len(b)} finite losses within 50u = {50 * u:.3g} of fp32 (worst {worst:.3g}; "
@@ -217,12 +216,17 @@ def low_precision(tmp, precision, p_bits):
 
 
 def steps_by_number(run_dir):
-    out = {}
+    """The loss of each completed step, and the step numbers of the skipped records (a skipped step
+    keeps the number of the step that is retried: docs/metrics.md)."""
+    out, skipped = {}, []
     for l in open(os.path.join(run_dir, "metrics.jsonl")):
         r = json.loads(l)
-        if r["event"] == "step" and not r.get("skipped"):
-            out[r["step"]] = r["loss"]
-    return out
+        if r["event"] == "step":
+            if r.get("skipped"):
+                skipped.append(r["step"])
+            else:
+                out[r["step"]] = r["loss"]
+    return out, skipped
 
 
 def bf16(tmp):
