@@ -10,6 +10,14 @@
 // Each choice is an (algorithm, math type) pair (cuda/conv_algo.hpp, tested on the CPU); the math
 // type is set on the descriptor before every call because the three passes share one descriptor.
 // FP32 math is strict (CUDNN_FMA_MATH) unless Options::allow_tf32.
+//
+// Activation formats (cuda/common.cuh): float32 NCHW, or bfloat16/float16 NHWC (channels-last) with
+// float32 compute (the convolution descriptor's compute type is CUDNN_DATA_FLOAT in every format:
+// cuDNN's PSEUDO_BFLOAT16/PSEUDO_HALF configurations), tensor-core math allowed. The filter and its
+// gradient stay float32 KCRS masters in the op interface: each pass first rounds the master to a
+// low-precision KRSC copy in the layer's cache (own kernel), and cuDNN's low-precision filter
+// gradient is widened into the float32 one (overwrite or accumulate in float32, never in bf16).
+// The bias add and bias gradient are own kernels there (float32 bias, fixed-order sums).
 #include <cudnn.h>
 
 #include <algorithm>
@@ -19,6 +27,7 @@
 #include <tuple>
 
 #include "cuda/common.cuh"
+#include "cuda/conv2d_kernels.cuh"
 #include "cuda/conv_algo.hpp"
 #include "src/base/op_halves.hpp"
 
@@ -29,7 +38,9 @@ struct AlgoKey {
   int n, c, h, w, k, r, s, stride, pad;
   size_t ws_cap;
   bool det, tf32;
-  auto tie() const { return std::tie(n, c, h, w, k, r, s, stride, pad, ws_cap, det, tf32); }
+  int dtype;
+  bool nhwc;
+  auto tie() const { return std::tie(n, c, h, w, k, r, s, stride, pad, ws_cap, det, tf32, dtype, nhwc); }
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
 };
 
@@ -57,6 +68,8 @@ struct ConvCache : OpCache {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   bool tf32 = false;
+  ActFormat fmt;
+  Tensor w_lp, dw_lp;  ///< low-precision filter and filter gradient (fmt's dtype, KRSC when NHWC)
   ConvCache() {
     HT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
     HT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
@@ -72,17 +85,29 @@ bool same_shape(const Conv2dShape& a, const Conv2dShape& b) {
          a.stride == b.stride && a.pad == b.pad;
 }
 
-ConvCache& prepare(OpCachePtr& slot, const Conv2dShape& sh, const Options& opt) {
+/// Tensor-core math allowed: TF32 on float32 data when the options allow it; always for bfloat16 and
+/// float16 data (their products are exact in the float32 accumulator). conv_algo.hpp's rules for
+/// "allow_tf32" are the rules of this flag.
+bool tensor_ops(const Options& opt, ActFormat f) { return opt.allow_tf32 || f.low_precision(); }
+
+ConvCache& prepare(OpCachePtr& slot, const Conv2dShape& sh, const Options& opt, ActFormat f) {
   ConvCache& cc = cache_as<ConvCache>(slot);
-  if (cc.valid && same_shape(cc.sh, sh) && cc.tf32 == opt.allow_tf32) return cc;
+  if (cc.valid && same_shape(cc.sh, sh) && cc.tf32 == opt.allow_tf32 && cc.fmt == f) return cc;
   cc.valid = false;
-  cc.x.set(sh.n, sh.c, sh.h, sh.w);
-  cc.y.set(sh.n, sh.k, sh.p(), sh.q());
+  cc.x.set(sh.n, sh.c, sh.h, sh.w, f);
+  cc.y.set(sh.n, sh.k, sh.p(), sh.q(), f);
   cc.bias.set(1, sh.k, 1, 1);
-  HT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(cc.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, sh.k, sh.c, sh.r, sh.s));
+  HT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(cc.w, cudnn_type(f.dtype), f.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                            sh.k, sh.c, sh.r, sh.s));
   HT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cc.conv, sh.pad, sh.pad, sh.stride, sh.stride, 1, 1,
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  HT_CUDNN_CHECK(cudnnSetConvolutionMathType(cc.conv, opt.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  HT_CUDNN_CHECK(cudnnSetConvolutionMathType(cc.conv, tensor_ops(opt, f) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  if (f.low_precision()) {
+    const std::vector<int64_t> filt = f.nhwc ? std::vector<int64_t>{sh.k, sh.r, sh.s, sh.c}
+                                             : std::vector<int64_t>{sh.k, sh.c, sh.r, sh.s};
+    cc.w_lp.ensure(filt, f.dtype, Device::cuda);
+    cc.dw_lp.ensure(filt, f.dtype, Device::cuda);
+  }
   int n = 0, c = 0, h = 0, w = 0;
   HT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(cc.conv, cc.x.get(), cc.w, &n, &c, &h, &w));
   if (n != sh.n || c != sh.k || h != sh.p() || w != sh.q())
@@ -91,6 +116,7 @@ ConvCache& prepare(OpCachePtr& slot, const Conv2dShape& sh, const Options& opt) 
                        shape_text(sh));
   cc.sh = sh;
   cc.tf32 = opt.allow_tf32;
+  cc.fmt = f;
   cc.valid = true;
   return cc;
 }
@@ -151,7 +177,8 @@ ConvAlgoChoice choose(ConvPass pass, ConvCache& cc, const Options& opt, Find fin
   Context& cx = ctx();
   Perf perf[kCount];
   int got = 0;
-  set_math(cc, conv_base_math(opt.allow_tf32));
+  const bool tc = tensor_ops(opt, cc.fmt);
+  set_math(cc, conv_base_math(tc));
   if (opt.deterministic) {
     HT_CUDNN_CHECK(get(perf, &got));
   } else {
@@ -159,7 +186,7 @@ ConvAlgoChoice choose(ConvPass pass, ConvCache& cc, const Options& opt, Find fin
     HT_CUDNN_CHECK(find(perf, &got));
   }
   const std::vector<ConvAlgoPerf> perfs = to_perfs(perf, got);
-  const auto choice = choose_conv_algo(pass, perfs, opt.workspace_bytes, opt.deterministic, opt.allow_tf32,
+  const auto choice = choose_conv_algo(pass, perfs, opt.workspace_bytes, opt.deterministic, tc,
                                        [&](int algo, ConvMath math) -> std::optional<size_t> {
                                          set_math(cc, math);
                                          size_t bytes = 0;
@@ -169,7 +196,8 @@ ConvAlgoChoice choose(ConvPass pass, ConvCache& cc, const Options& opt, Find fin
                                        });
   if (!choice)
     throw RuntimeError(
-        no_conv_algo_message(pass, shape_text(cc.sh), perfs, opt.workspace_bytes, opt.deterministic, opt.allow_tf32));
+        no_conv_algo_message(pass, shape_text(cc.sh) + " in " + dtype_name(cc.fmt.dtype) + (cc.fmt.nhwc ? " NHWC" : " NCHW"),
+                             perfs, opt.workspace_bytes, opt.deterministic, tc));
   return *choice;
 }
 
@@ -224,45 +252,25 @@ void choose_bwd(ConvCache& cc, const Options& opt, Algos& a) {
   a.have_bwd = true;
 }
 
-AlgoKey key_for(const Conv2dShape& sh, const Options& opt) {
+AlgoKey key_for(const Conv2dShape& sh, const Options& opt, ActFormat f) {
   return AlgoKey{sh.n, sh.c, sh.h, sh.w, sh.k, sh.r, sh.s, sh.stride, sh.pad, opt.workspace_bytes, opt.deterministic,
-                 opt.allow_tf32};
+                 opt.allow_tf32, static_cast<int>(f.dtype), f.nhwc};
 }
 
 Algos algos_for(ConvCache& cc, const Options& opt, bool backward) {
   std::lock_guard<std::mutex> lk(g_algo_mu);
-  Algos& a = g_algos[key_for(cc.sh, opt)];
+  Algos& a = g_algos[key_for(cc.sh, opt, cc.fmt)];
   if (!backward && !a.have_fwd) choose_fwd(cc, opt, a);
   if (backward && !a.have_bwd) choose_bwd(cc, opt, a);
   return a;
 }
 
-// db[k] (+)= sum over n, p, q of dy[n, k, p, q]: one block per channel, fixed-order tree reduction.
-__global__ void bias_grad_kernel(const float* __restrict__ dy, float* __restrict__ db, int n, int k, int pq,
-                                 bool accumulate) {
-  __shared__ float sm[kThreads];
-  const int ch = blockIdx.x;
-  float acc = 0.f;
-  const int64_t total = int64_t{n} * pq;
-  for (int64_t i = threadIdx.x; i < total; i += blockDim.x) {
-    const int64_t img = i / pq, off = i % pq;
-    acc += dy[(img * k + ch) * pq + off];
-  }
-  sm[threadIdx.x] = acc;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) sm[threadIdx.x] += sm[threadIdx.x + s];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) db[ch] = accumulate ? db[ch] + sm[0] : sm[0];
-}
-
 }  // namespace
 
-std::string conv2d_algo_text(const Conv2dShape& sh) {
+std::string conv2d_algo_text(const Conv2dShape& sh, DType dtype) {
   const Options opt = options();
   std::lock_guard<std::mutex> lk(g_algo_mu);
-  auto it = g_algos.find(key_for(sh, opt));
+  auto it = g_algos.find(key_for(sh, opt, ActFormat{dtype, dtype == DType::bf16 || dtype == DType::f16}));
   if (it == g_algos.end()) return "no algorithm chosen yet";
   const Algos& a = it->second;
   std::ostringstream os;
@@ -281,45 +289,56 @@ std::string conv2d_algo_text(const Conv2dShape& sh) {
 
 namespace {
 
+/// The filter cuDNN reads in cc's format: the float32 master itself, or its low-precision copy made
+/// now (the master changes every step; a pass costs one read of K*C*R*S floats).
+const void* filter_for(ConvCache& cc, const Conv2dShape& sh, const Tensor& w) {
+  if (!cc.fmt.low_precision()) return w.raw();
+  conv_filter_to_lowp(static_cast<const float*>(w.raw()), cc.w_lp.raw(), cc.fmt.dtype, sh, cc.fmt.nhwc);
+  return cc.w_lp.raw();
+}
+
 void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y) {
   const Options opt = options();
-  ConvCache& cc = prepare(cache, sh, opt);
+  const ActFormat f = act_format(x);
+  ConvCache& cc = prepare(cache, sh, opt, f);
   const Algos a = algos_for(cc, opt, false);
   Context& cx = ctx();
+  const void* wp = filter_for(cc, sh, w);
   void* ws = workspace(a.fwd.workspace);
   set_math(cc, a.fwd.math);
-  HT_CUDNN_CHECK(cudnnConvolutionForward(cx.cudnn, Scalars::one(), cc.x.get(), x.raw(), cc.w, w.raw(), cc.conv,
+  HT_CUDNN_CHECK(cudnnConvolutionForward(cx.cudnn, Scalars::one(), cc.x.get(), x.raw(), cc.w, wp, cc.conv,
                                          static_cast<cudnnConvolutionFwdAlgo_t>(a.fwd.algo), ws, a.fwd.workspace,
                                          Scalars::zero(), cc.y.get(), y.raw()));
-  if (b)
+  if (b && f.low_precision()) conv_bias_add(y, static_cast<const float*>(b->raw()), sh, f);
+  else if (b)
     HT_CUDNN_CHECK(cudnnAddTensor(cx.cudnn, Scalars::one(), cc.bias.get(), b->raw(), Scalars::one(), cc.y.get(), y.raw()));
 }
 
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
   const Options opt = options();
-  ConvCache& cc = prepare(cache, sh, opt);
+  const ActFormat f = act_format(x);
+  ConvCache& cc = prepare(cache, sh, opt, f);
   const Algos a = algos_for(cc, opt, true);
   Context& cx = ctx();
-  if (db) {
-    bias_grad_kernel<<<sh.k, kThreads, 0, cx.compute>>>(static_cast<const float*>(dy.raw()),
-                                                        static_cast<float*>(db->raw()), sh.n, sh.k, sh.p() * sh.q(),
-                                                        accumulate);
-    HT_KERNEL_CHECK();
-  }
+  if (db) conv_bias_grad(dy, static_cast<float*>(db->raw()), sh, f, accumulate);
   {
+    // Low precision: cuDNN writes the low-precision gradient (beta 0), widened into dw below.
+    const bool lp = f.low_precision();
     void* ws = workspace(a.bwd_filter.workspace);
     set_math(cc, a.bwd_filter.math);
     HT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cx.cudnn, Scalars::one(), cc.x.get(), x.raw(), cc.y.get(), dy.raw(),
                                                   cc.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.bwd_filter.algo),
-                                                  ws, a.bwd_filter.workspace, Scalars::beta(accumulate), cc.w,
-                                                  dw.raw()));
+                                                  ws, a.bwd_filter.workspace, lp ? Scalars::zero() : Scalars::beta(accumulate),
+                                                  cc.w, lp ? cc.dw_lp.raw() : dw.raw()));
+    if (lp) conv_filter_grad_from_lowp(cc.dw_lp.raw(), f.dtype, static_cast<float*>(dw.raw()), sh, f.nhwc, accumulate);
   }
   if (dx) {
+    const void* wp = filter_for(cc, sh, w);
     void* ws = workspace(a.bwd_data.workspace);
     set_math(cc, a.bwd_data.math);
-    HT_CUDNN_CHECK(cudnnConvolutionBackwardData(cx.cudnn, Scalars::one(), cc.w, w.raw(), cc.y.get(), dy.raw(), cc.conv,
+    HT_CUDNN_CHECK(cudnnConvolutionBackwardData(cx.cudnn, Scalars::one(), cc.w, wp, cc.y.get(), dy.raw(), cc.conv,
                                                 static_cast<cudnnConvolutionBwdDataAlgo_t>(a.bwd_data.algo), ws,
                                                 a.bwd_data.workspace, Scalars::zero(), cc.x.get(), dx->raw()));
   }

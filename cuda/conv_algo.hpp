@@ -13,6 +13,9 @@
 //  - strict FP32 (no TF32): the descriptor stays CUDNN_FMA_MATH; entries reporting tensor-op math are
 //    refused. TF32 allowed: the descriptor gets the entry's math type. Math with FP16 conversion
 //    (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) is never used for FP32 data;
+//  - bfloat16 and float16 data (NHWC, float32 compute) follow the TF32 rules: cuda/conv2d.cu passes
+//    allow_tf32 = true for them ("tensor-core math allowed"). ALLOW_CONVERSION stays refused there
+//    too: for bfloat16 it would round to float16 (a smaller range), for float16 it adds nothing;
 //  - deterministic mode: only entries reported CUDNN_DETERMINISTIC, and never the algorithms cuDNN
 //    documents as non-deterministic (backward data ALGO_0, backward filter ALGO_0 and ALGO_3);
 //  - the workspace is re-queried for the chosen pair and must fit the cap (Options::workspace_bytes).
@@ -21,6 +24,10 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#if defined(HT_HAVE_CUDA)
+#include "src/base/tensor.hpp"
+#endif
 
 namespace ht {
 struct Conv2dShape;
@@ -75,9 +82,10 @@ std::string no_conv_algo_message(ConvPass pass, const std::string& shape_text, c
                                  size_t workspace_cap, bool deterministic, bool allow_tf32);
 
 #if defined(HT_HAVE_CUDA)
-/// The algorithms chosen for `sh` under the current options ("forward algo 1 FMA_MATH workspace 0 B;
-/// backward-data ...") for test and debug messages (cuda/conv2d.cu).
-std::string conv2d_algo_text(const Conv2dShape& sh);
+/// The algorithms chosen for `sh` with activations of `dtype` (float32: NCHW; bfloat16, float16:
+/// NHWC) under the current options ("forward algo 1 FMA_MATH workspace 0 B; backward-data ...") for
+/// test and debug messages (cuda/conv2d.cu).
+std::string conv2d_algo_text(const Conv2dShape& sh, DType dtype = DType::f32);
 #endif
 
 }  // namespace ht::cuda

@@ -5,8 +5,11 @@
 # Debian machine; the file is git-ignored, so the device tool must carry `.device_deps`), points the
 # build at it and at cuDNN/NCCL (toolkit or PyTorch's wheels), builds hpctrain for sm_90, checks the
 # binary's libraries and a 2-rank mpirun, runs the `ctest -L gpu` tests one by one under time limits,
-# runs `hpctrain doctor`, trains resnet18_cifar on synthetic data for 300 steps on 1 GPU, writes
-# device_check.json and logs to $OUT (default results/h200) and prints a short table last.
+# runs `hpctrain doctor`, trains resnet18_cifar on synthetic data for 300 steps on 1 GPU, then
+# measures `hpctrain bench train` for resnet18_cifar at fp32/bf16/fp16 and batch 128/512 and the
+# PyTorch counterparts (scripts/bench_torch_gpu.py: eager fp32, eager bf16 autocast + channels_last,
+# torch.compile of it, eager fp16 autocast + channels_last), writes device_check.json,
+# bench_train_gpu.json and logs to $OUT (default results/h200) and prints a short table last.
 # Rehearsed end to end in a Debian trixie chroot without GPU: results/h200/REHEARSAL.md.
 #
 # Environment: OUT (result folder, default results/h200), HT_DEVICE_STEPS (default 300),
@@ -18,9 +21,13 @@
 # deadline of HT_DEVICE_TOTAL (default 480 s) from its start: a phase runs under the smaller of its
 # limit and the time left, and a phase (or GPU test) without enough time left is recorded as not run.
 # Phase limits (s): deps 30, configure 40, build 140 (HT_DEVICE_BUILD_TIMEOUT; about 40-80 s on its 16
-# cores by results/h200/REHEARSAL.md), mpirun 25, GPU tests 160 in all (10 tests) and 60 each
-# (HT_DEVICE_CTEST_BUDGET / HT_DEVICE_CTEST_PER_TEST), doctor 25, training 60: 480 s in all, leaving
-# 120 s of the command limit for the script's own work and the transfers.
+# cores by results/h200/REHEARSAL.md), mpirun 25, GPU tests 200 in all (13 tests) and 60 each
+# (HT_DEVICE_CTEST_BUDGET / HT_DEVICE_CTEST_PER_TEST), doctor 20, training 45, our benchmark 70 (6
+# runs of 25 steps, 20 s each at most; HT_DEVICE_BENCH_LIMIT), PyTorch's 90 (HT_DEVICE_TORCH_LIMIT;
+# one process, torch.compile's compilation included). The limits add up to more than the 480 s
+# deadline on purpose: the phases expected to take less (deps ~10, configure ~15, build ~70, GPU
+# tests ~150) leave the later ones their time, and whatever the deadline cuts off is recorded as not
+# run; 480 s leaves 120 s of the command limit for the script's own work and the transfers.
 #
 # Verdict: device_check.json is rewritten after every phase (so a command stopped at its limit still
 # returns what was verified), with "verdict" and "unverified" (every phase or test that failed, timed
@@ -39,10 +46,12 @@ DEPS_LIMIT=30
 CONFIGURE_LIMIT=40
 BUILD_LIMIT=${HT_DEVICE_BUILD_TIMEOUT:-140}
 MPI_LIMIT=25
-CTEST_BUDGET=${HT_DEVICE_CTEST_BUDGET:-160}
+CTEST_BUDGET=${HT_DEVICE_CTEST_BUDGET:-200}
 CTEST_PER_TEST=${HT_DEVICE_CTEST_PER_TEST:-60}
-DOCTOR_LIMIT=25
-TRAIN_LIMIT=60
+DOCTOR_LIMIT=20
+TRAIN_LIMIT=45
+BENCH_LIMIT=${HT_DEVICE_BENCH_LIMIT:-70}
+TORCH_LIMIT=${HT_DEVICE_TORCH_LIMIT:-90}
 TOTAL_LIMIT=${HT_DEVICE_TOTAL:-480}
 : > "$LOG"
 STEPS=${HT_DEVICE_STEPS:-300}
@@ -106,9 +115,10 @@ finish() {
   echo
   echo "==== hpctrain device check ($(date -u +%FT%TZ)) ===="
   for u in "${UNVERIFIED[@]}"; do echo "NOT VERIFIED: $u"; done
-  for k in gpu configure_rc build_rc build_done_at_s ctest_gpu_summary doctor_rc train_rc train_summary; do
+  for k in gpu configure_rc build_rc build_done_at_s ctest_gpu_summary doctor_rc train_rc train_summary bench_summary; do
     printf '%-18s %s\n' "$k" "${R[$k]:-n/a}"
   done
+  [[ -f "$RES/bench_train_gpu.txt" ]] && cat "$RES/bench_train_gpu.txt"
   if (( ${#UNVERIFIED[@]} )); then
     printf '%-18s %s\n' verdict "NOT VERIFIED (${#UNVERIFIED[@]} item(s) above)"
     printf '%-18s %s\n' total_s "${R[total_s]}"
@@ -333,8 +343,9 @@ write_json
 # which) instead of the whole phase; timeout kills the test's process group. A test counts as
 # passed only when its own ctest output says it ran and passed; skipped, failed, timed out, not
 # run for lack of time, or expected but not registered: each is named as not verified.
-EXPECTED_GPU_TESTS=(gpu_ops gpu_nccl gpu_nccl_timeout gpu_train_cpu_vs_gpu gpu_train_evaluation gpu_train_accumulation
-                    gpu_train_tf32 gpu_train_deterministic gpu_train_exact_resume gpu_train_shared_gpu)
+EXPECTED_GPU_TESTS=(gpu_ops gpu_lowp gpu_nccl gpu_nccl_timeout gpu_train_cpu_vs_gpu gpu_train_bf16 gpu_train_fp16
+                    gpu_train_evaluation gpu_train_accumulation gpu_train_tf32 gpu_train_deterministic
+                    gpu_train_exact_resume gpu_train_shared_gpu)
 if [[ "$CPU_ONLY" == 1 ]]; then
   status ctest_gpu_summary "not run (HT_DEVICE_CPU_ONLY=1)"
 elif [[ ! -x "$BUILD/tests/ht_gpu_tests" ]]; then
@@ -459,4 +470,101 @@ PYEOF
     fi
   fi
 fi
+# ---- 6. throughput: ours at fp32/bf16/fp16 and PyTorch's modes, resnet18_cifar, batch 128 and 512 --
+# One GPU, synthetic 32x32x3 data, 5 warm-up + 20 timed steps each, SGD momentum 0.9 (both sides).
+# Ours first (each run its own process: cuDNN's algorithm search is part of its warm-up), then
+# PyTorch's in one process (scripts/bench_torch_gpu.py). bench_train_gpu.json holds every record,
+# bench_train_gpu.txt the table (also printed last). A failed or cut-off run is not verified.
+BENCH_BATCHES=${HT_DEVICE_BENCH_BATCHES:-128 512}
+if [[ "$CPU_ONLY" == 1 ]]; then
+  status bench_summary "not run (HT_DEVICE_CPU_ONLY=1)"
+else
+  BDIR="$RES/bench"
+  mkdir -p "$BDIR"
+  t_bench=$(date +%s)
+  ran=0; bad=0
+  BENCH_PRECISIONS="fp32 bf16 fp16"
+  if ! "$BUILD/hpctrain" --version 2>/dev/null | grep -q "CUDA backend: on"; then
+    unverified "bench hpctrain" "not run: $BUILD/hpctrain was built without the CUDA backend"
+    BENCH_PRECISIONS=""
+  fi
+  for prec in $BENCH_PRECISIONS; do
+    for batch in $BENCH_BATCHES; do
+      left=$(( BENCH_LIMIT - ($(date +%s) - t_bench) ))
+      lim=$(limit_for $(( left < 20 ? left : 20 )))
+      name="hpctrain_${prec}_b${batch}"
+      if (( lim < 8 )); then
+        unverified "bench $name" "not run: no time left (phase limit $BENCH_LIMIT s, deadline $TOTAL_LIMIT s)"
+        bad=$((bad + 1)); continue
+      fi
+      rm -rf "$BDIR/run_$name"
+      timeout "$lim" "$BUILD/hpctrain" bench train --warmup 5 --steps 20 --out "$BDIR/$name.json" --run.dir "$BDIR/run_$name" \
+        --model.name resnet18_cifar --train.global_batch "$batch" --train.device cuda --train.precision "$prec" \
+        --data.synthetic_channels 3 --data.synthetic_height 32 --data.synthetic_width 32 > "$BDIR/$name.log" 2>&1
+      rc=$?
+      echo "device_check: bench $name: rc $rc: $(tail -1 "$BDIR/$name.log")" | tee -a "$LOG"
+      if (( rc != 0 )); then unverified "bench $name" "$(why $rc) (limit $lim s; see bench/$name.log)"; bad=$((bad + 1))
+      else ran=$((ran + 1)); fi
+    done
+  done
+  lim=$(limit_for "$TORCH_LIMIT")
+  if (( lim < 20 )); then
+    unverified "bench pytorch" "not run: $lim s left before the $TOTAL_LIMIT s deadline"
+  else
+    # The budget stops starting new modes 15 s before the limit (a mode then still has to finish).
+    timeout "$lim" python3 scripts/bench_torch_gpu.py --out "$BDIR/pytorch.json" --model resnet18_cifar \
+      --batches "$(tr ' ' ',' <<<"$BENCH_BATCHES")" --warmup 5 --steps 20 --budget-s $(( lim > 30 ? lim - 15 : lim )) \
+      > "$BDIR/pytorch.log" 2>&1
+    rc=$?
+    tail -12 "$BDIR/pytorch.log"
+    (( rc != 0 )) && unverified "bench pytorch" "$(why $rc) (limit $lim s; see bench/pytorch.log)"
+  fi
+  python3 - "$BDIR" "$RES/bench_train_gpu.json" > "$RES/bench_train_gpu.txt" <<'PYEOF'
+import glob, json, os, sys
+bdir, out = sys.argv[1], sys.argv[2]
+rows, errors = [], []
+for f in sorted(glob.glob(os.path.join(bdir, "hpctrain_*.json"))):
+    try:
+        r = json.load(open(f))
+    except Exception as e:
+        errors.append(f"{os.path.basename(f)}: {e}"); continue
+    _, prec, b = os.path.basename(f)[:-5].split("_")
+    # Peak device memory: the largest NVML reading of the run's step records (the whole device as
+    # NVML sees it, the allocator's cached blocks included; PyTorch's figure is max_memory_allocated).
+    mem = None
+    try:
+        steps = [json.loads(l) for l in open(os.path.join(bdir, f"run_{os.path.basename(f)[:-5]}", "metrics.jsonl"))]
+        mem = max((s["gpu_memory_used_bytes"] for s in steps if s.get("event") == "step" and "gpu_memory_used_bytes" in s),
+                  default=None)
+    except Exception:
+        pass
+    rows.append({"framework": "hpctrain", "mode": prec, "batch": int(b[1:]), "images_per_s": r.get("images_per_s"),
+                 "step_ms": r.get("step_ms"), "peak_memory_bytes": mem, "record": r})
+try:
+    pt = json.load(open(os.path.join(bdir, "pytorch.json")))
+    for r in pt.get("results", []):
+        rows.append({"framework": pt.get("framework", "pytorch"), "mode": r["mode"], "batch": r["batch"],
+                     "images_per_s": r["images_per_s"], "step_ms": r["step_ms"],
+                     "peak_memory_bytes": r.get("peak_memory_bytes"), "record": r})
+    errors += pt.get("errors", [])
+except Exception as e:
+    errors.append(f"pytorch.json: {e}")
+json.dump({"model": "resnet18_cifar", "input": [3, 32, 32], "warmup": 5, "timed_steps": 20, "rows": rows,
+           "errors": errors}, open(out, "w"), indent=2)
+print("throughput, resnet18_cifar, 1 GPU (images/s):")
+for b in sorted({r["batch"] for r in rows}):
+    best_pt = max((r["images_per_s"] for r in rows if r["batch"] == b and r["framework"] != "hpctrain"
+                   and r["mode"] != "eager_fp32" and r["images_per_s"]), default=None)
+    for r in (r for r in rows if r["batch"] == b):
+        ratio = (f"  {r['images_per_s'] / best_pt:.2f}x best PyTorch low-precision"
+                 if best_pt and r["framework"] == "hpctrain" and r["images_per_s"] else "")
+        ips = f"{r['images_per_s']:.1f}" if r["images_per_s"] else "n/a"
+        mem = f"{r['peak_memory_bytes'] / 2**30:6.2f} GiB" if r.get("peak_memory_bytes") else "     n/a"
+        print(f"  batch {b:4d} {r['framework'][:16]:16s} {r['mode']:16s} {ips:>10s} {mem}{ratio}")
+for e in errors:
+    print("  error:", e)
+PYEOF
+  status bench_summary "$ran of 6 hpctrain runs measured in $(( $(date +%s) - t_bench )) s; table in bench_train_gpu.txt"
+fi
+write_json
 finish

@@ -14,26 +14,46 @@
 // - Time limit: on expiry, or on an asynchronous NCCL error, ncclCommAbort and RuntimeError naming
 //   the rank, the operation, the NCCL_* settings and the NCCL_DEBUG=INFO hint
 //   (mpi/gpu/poll_deadline.hpp). Every later call throws, since the communicator is gone.
+// - Wire dtype (dist.grad_dtype): with bf16, start_allreduce_average (the gradient buckets) rounds
+//   the float32 bucket to a bfloat16 copy on the communication stream (nearest even, the rounding of
+//   src/base/bf16.hpp), averages the copy with ncclAvg over ncclBfloat16 (half the bytes on the wire)
+//   and widens the result back into the float32 bucket, all ordered on that stream. The copies are
+//   kept per started operation and reused step after step (same buckets, no allocation in the
+//   steady state). The blocking collectives stay float32.
 // - Host bytes (broadcast_bytes) go over the MPI bootstrap communicator, a duplicate of
 //   MPI_COMM_WORLD made with the communicator; reduce_sum is ncclReduce on the device.
 #include <mpi.h>
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
 #include <sstream>
+#include <vector>
 
 #include "cuda/check.hpp"
 #include "mpi/check.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/gpu/poll_deadline.hpp"
+#include "src/base/bf16.hpp"
 #include "mpi/mpi_communicator.hpp"  // mpi_broadcast_bytes
 #include "mpi/gpu/nccl_communicator.hpp"
 
 namespace ht {
 namespace {
+
+// The float32 <-> bfloat16 copies of the bf16 wire (one thread per element, grid-stride).
+__global__ void to_bf16_kernel(const float* __restrict__ src, bf16* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    dst[i] = to_bf16(src[i]);
+}
+__global__ void from_bf16_kernel(const bf16* __restrict__ src, float* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    dst[i] = to_f32(src[i]);
+}
+unsigned wire_blocks(size_t n) { return static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096)); }
 
 std::string host_name() {
   char h[256] = {0};
@@ -45,8 +65,15 @@ class NcclCommunicator final : public Communicator {
  public:
   // `id` comes from rank 0 (ncclGetUniqueId), handed to every rank beforehand (make_nccl_communicator).
   // `bootstrap` (owned from here on; MPI_COMM_NULL for the unjoined test communicator) carries host bytes.
-  NcclCommunicator(double timeout_s, int world, int rank, const ncclUniqueId& id, MPI_Comm bootstrap)
-      : timeout_s_(timeout_s), host_(host_name()), rank_(rank), world_(world), bootstrap_(bootstrap) {
+  NcclCommunicator(double timeout_s, int world, int rank, const ncclUniqueId& id, MPI_Comm bootstrap,
+                   DType grad_dtype = DType::f32)
+      : timeout_s_(timeout_s), host_(host_name()), rank_(rank), world_(world), bootstrap_(bootstrap),
+        grad_dtype_(grad_dtype) {
+    if (grad_dtype_ != DType::f32 && grad_dtype_ != DType::bf16) {
+      free_bootstrap();
+      throw RuntimeError(std::string("NCCL: gradient wire dtype ") + dtype_name(grad_dtype_) +
+                         " is not supported (float32 or bfloat16)");
+    }
     cuda::Context& cx = cuda::ctx();
     compute_ = cx.compute;
     // The communication stream gets the highest priority the device offers (the numerically lowest
@@ -151,7 +178,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   void start_allreduce_average(std::span<float> data) override {
-    enqueue_allreduce(data, ncclAvg, "allreduce_average");
+    if (grad_dtype_ == DType::bf16) enqueue_allreduce_bf16(data);
+    else enqueue_allreduce(data, ncclAvg, "allreduce_average");
     ++pending_;
     pending_floats_ += data.size();
   }
@@ -183,6 +211,31 @@ class NcclCommunicator final : public Communicator {
     order_after_compute();
     ncclResult_t rc = ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat, op, comm_, comm_stream_);
     after_enqueue(rc, name);
+  }
+
+  // The bf16 wire: round into this operation's copy, average the copy, widen back, all on the
+  // communication stream (see the header comment).
+  void enqueue_allreduce_bf16(std::span<float> data) {
+    const std::string name = "allreduce_average (bfloat16 on the wire) of " + std::to_string(data.size()) + " floats";
+    check_usable(name);
+    const size_t n = data.size();
+    if (wire_.size() <= static_cast<size_t>(pending_)) wire_.resize(pending_ + 1);
+    Tensor& buf = wire_[pending_];
+    if (!buf.defined() || static_cast<size_t>(buf.numel()) < n)
+      buf = Tensor::empty({static_cast<int64_t>(n)}, DType::bf16, Device::cuda);
+    // After the allocation: a new copy is allocated in order on the compute stream.
+    order_after_compute();
+    auto* w = static_cast<bf16*>(buf.raw());
+    if (n > 0) {
+      to_bf16_kernel<<<wire_blocks(n), 256, 0, comm_stream_>>>(data.data(), w, n);
+      HT_CUDA_CHECK(cudaGetLastError());
+    }
+    ncclResult_t rc = ncclAllReduce(w, w, n, ncclBfloat16, ncclAvg, comm_, comm_stream_);
+    after_enqueue(rc, name);
+    if (n > 0) {
+      from_bf16_kernel<<<wire_blocks(n), 256, 0, comm_stream_>>>(w, data.data(), n);
+      HT_CUDA_CHECK(cudaGetLastError());
+    }
   }
 
   // A non-blocking communicator may answer ncclInProgress: the call is complete only once
@@ -283,11 +336,13 @@ class NcclCommunicator final : public Communicator {
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   int pending_ = 0;
   size_t pending_floats_ = 0;
+  DType grad_dtype_ = DType::f32;
+  std::vector<Tensor> wire_;  ///< bf16 wire: the copy of the k-th started operation of a step
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s) {
+std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s, DType grad_dtype) {
   int rank = 0, world = 1;
   HT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   HT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
@@ -313,13 +368,14 @@ std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s) {
   MPI_Comm bootstrap = MPI_COMM_NULL;
   HT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &bootstrap));
   HT_MPI_CHECK(MPI_Comm_set_errhandler(bootstrap, MPI_ERRORS_RETURN));
-  return std::make_unique<NcclCommunicator>(timeout_s, world, rank, id, bootstrap);
+  return std::make_unique<NcclCommunicator>(timeout_s, world, rank, id, bootstrap, grad_dtype);
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator_unjoined_for_test(int nranks, int rank, double timeout_s) {
+std::unique_ptr<Communicator> make_nccl_communicator_unjoined_for_test(int nranks, int rank, double timeout_s,
+                                                                      DType grad_dtype) {
   ncclUniqueId id;
   HT_NCCL_CHECK(ncclGetUniqueId(&id));
-  return std::make_unique<NcclCommunicator>(timeout_s, nranks, rank, id, MPI_COMM_NULL);
+  return std::make_unique<NcclCommunicator>(timeout_s, nranks, rank, id, MPI_COMM_NULL, grad_dtype);
 }
 
 }  // namespace ht

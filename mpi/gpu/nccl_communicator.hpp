@@ -15,14 +15,18 @@ namespace ht {
 /// communicator is aborted (ncclCommAbort) and RuntimeError names the rank, the operation, the NCCL_*
 /// settings in effect and suggests rerunning with NCCL_DEBUG=INFO.
 /// Data spans passed to its operations are device pointers (float32 element counts).
-std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s);
+/// `grad_dtype` (dist.grad_dtype) is the dtype of start_allreduce_average on the wire: f32, or bf16
+/// (rounded to nearest even, averaged in bfloat16, widened back: half the bytes); any other throws
+/// RuntimeError. The blocking collectives are float32 whatever it is.
+std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s, DType grad_dtype = DType::f32);
 
 /// Test hook (tests/gpu/test_gpu_nccl.cpp): a communicator of `nranks` ranks in which this process is
 /// `rank`, made from a fresh unique id that no other process knows, without MPI. With nranks > 1 the
 /// peers never arrive, so initialisation must end after `timeout_s` with the timeout RuntimeError
 /// (ncclCommAbort, rank, operation, NCCL_* settings, NCCL_DEBUG=INFO hint): the single-GPU check of
 /// the time limit. With nranks == 1 it is an ordinary one-rank communicator.
-std::unique_ptr<Communicator> make_nccl_communicator_unjoined_for_test(int nranks, int rank, double timeout_s);
+std::unique_ptr<Communicator> make_nccl_communicator_unjoined_for_test(int nranks, int rank, double timeout_s,
+                                                                      DType grad_dtype = DType::f32);
 #endif
 
 }  // namespace ht

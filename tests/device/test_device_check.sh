@@ -61,6 +61,8 @@ check(rc == 1, f"the GPU path without GPU tests or a GPU exits 1 (got {rc})", r)
 names = " | ".join(r.get("unverified", []))
 check("gpu_tests" in names or "gpu test" in names, f"the GPU tests are named: {names}", r)
 check("training" in names, f"the training run is named: {names}", r)
+check("bench hpctrain" in names and "bench pytorch" in names,
+      f"the benchmark runs that could not run are named: {names}", r)
 check("passed" not in r.get("ctest_gpu_summary", "") or " 0 passed" in r.get("ctest_gpu_summary", "") or
       "not run" in r.get("ctest_gpu_summary", ""), "no GPU test counted as passed", r)
 print("device_check.sh: CPU path ok (JSON valid, table last); a spent deadline and a GPU path without GPU exit 1 "
