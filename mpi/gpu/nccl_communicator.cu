@@ -63,6 +63,8 @@ std::string host_name() {
 
 class NcclCommunicator final : public Communicator {
  public:
+  /// dist.grad_dtype (mpi/communicator.hpp): bf16 rounds each bucket for ncclBfloat16, fp32 as is.
+  void set_wire_dtype(WireDType w) override { grad_dtype_ = w == WireDType::bf16 ? DType::bf16 : DType::f32; }
   // `id` comes from rank 0 (ncclGetUniqueId), handed to every rank beforehand (make_nccl_communicator).
   // `bootstrap` (owned from here on; MPI_COMM_NULL for the unjoined test communicator) carries host bytes.
   NcclCommunicator(double timeout_s, int world, int rank, const ncclUniqueId& id, MPI_Comm bootstrap,
