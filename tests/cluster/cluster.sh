@@ -5,7 +5,8 @@
 #     switch namespace of its own, so no address, route or link of the cluster exists outside it;
 #   - UTS: its own hostname nodeK;
 #   - mount: its own /dev/shm (tmpfs), its own /tmp (DIR/nodes/nodeK/tmp, with the cluster directory DIR
-#     bound back in at its own path: DIR is the "shared file system"), /etc/hosts naming every node.
+#     bound back in at its own path: DIR is the "shared file system"; so are the source tree and
+#     HT_BIN's directory when they lie under /tmp), /etc/hosts naming every node.
 # MPI crosses nodes without ssh: Open MPI's plm_rsh_agent is tests/cluster/node_rsh.sh, which enters the
 # node's namespaces (nsenter); TCP only over eth0 (OMPI_MCA_btl=vader,tcp,self, btl/oob_tcp_if_include).
 # With --slurm, munged, slurmctld (on node1) and one slurmd per node, through tests/slurm/cluster.sh.
@@ -135,14 +136,27 @@ ht_cluster_start() {
   HT_CLUSTER_HOLDERS+=($!)
   echo $! >"$d/switch.pid"
   local sw=$!
-  # Relative path of the cluster directory inside /tmp, to bind it back in over a node's own /tmp.
-  local rel=""
-  [[ $d == /tmp/* ]] && rel=${d#/tmp/}
+  # Host paths under /tmp that every node must see at the same path, bound back in over a node's own
+  # /tmp: the cluster directory, the source tree (with the build folder in it: a clean clone of CI may
+  # live under /tmp), the directory of HT_BIN, and HT_CLUSTER_BIND (colon-separated). A path inside
+  # another listed one is left out (the outer bind carries it).
+  local rel="" p q inside
+  local cand=("$d" "$HT_CLUSTER_SRC")
+  [[ -n ${HT_BIN:-} ]] && cand+=("$(cd "$(dirname "$HT_BIN")" 2>/dev/null && pwd)")
+  IFS=: read -r -a extra_bind <<<"${HT_CLUSTER_BIND:-}"
+  cand+=("${extra_bind[@]}")
+  for p in "${cand[@]}"; do
+    [[ $p == /tmp/* && -d $p ]] || continue
+    inside=0
+    for q in "${cand[@]}"; do [[ $q != "$p" && $q == /tmp/* && -d $q && $p == "$q"/* ]] && inside=1; done
+    (( inside )) || rel+="${rel:+:}${p#/tmp/}"
+  done
   for (( k=1; k<=nodes; k++ )); do
     local nd=$d/nodes/node$k
     mkdir -p "$nd/tmp"
     chmod 1777 "$nd/tmp"
-    [[ -n $rel ]] && mkdir -p "$nd/tmp/$rel"
+    IFS=: read -r -a rels <<<"$rel"
+    for p in "${rels[@]}"; do mkdir -p "$nd/tmp/$p"; done
     # The holder sets the node up from inside, then sleeps; the namespaces live as long as it does.
     # Mounts: DIR bound at its own path inside the node's tmp (before that tmp covers /tmp), the
     # node's tmp over /tmp (recursively, carrying DIR along), a fresh /dev/shm, the cluster's hosts.
@@ -151,7 +165,8 @@ ht_cluster_start() {
       d=$1; k=$2; rel=$3; nd=$d/nodes/node$k
       hostname "node$k"
       if [[ ,$4, != *,tmp,* ]]; then
-        if [[ -n $rel ]]; then mount --bind "$d" "$nd/tmp/$rel"; fi
+        IFS=: read -r -a rels <<<"$rel"
+        for r in "${rels[@]}"; do mount --bind "/tmp/$r" "$nd/tmp/$r"; done
         mount --rbind "$nd/tmp" /tmp
       fi
       [[ ,$4, == *,shm,* ]] || mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm
