@@ -11,6 +11,7 @@
 #include "src/cli/train_args.hpp"
 #include "src/train/checkpoint_manager.hpp"
 #include "src/train/config.hpp"
+#include "src/train/signals.hpp"
 #include "src/train/run_lock.hpp"
 #include "src/train/trainer.hpp"
 
@@ -68,6 +69,7 @@ int cmd_train(const Args& args) {
   std::vector<std::string> extra;
   Config cfg = parse_config(args, &extra);
   set_collective_time_limit(cfg.dist.timeout_s);  // every wait on peers from here (mpi/collective_guard.hpp)
+  install_stop_signals(cfg.checkpoint.signals);  // the configured set replaces main()'s default at once
   CheckpointArgs ckpt_args = parse_checkpoint_args(extra);  // --init-from PATH, --reset-head
   // One job per run directory: rank 0 holds RUN_DIR/.owner until the process exits; every rank
   // stops together (exit 2) when another job holds it.

@@ -12,6 +12,7 @@
 #include "src/cli/commands.hpp"
 #include "src/base/error.hpp"
 #include "src/train/build_info.hpp"
+#include "src/train/config.hpp"
 #include "src/train/signals.hpp"
 
 namespace {
@@ -74,6 +75,11 @@ int main(int argc, char** argv) {
     }
   }
   ht::isolate_signals_to_receiver_thread();  // before MPI and every other thread (src/train/signals.hpp)
+  // A preemption signal can come at once (sbatch --time at or below train.sbatch's USR1 lead time, a
+  // job preempted while it starts): catch the default set before MPI_Init, so such a signal stops the
+  // run with a checkpoint at its first step boundary instead of killing the rank (exit 138). The
+  // configured checkpoint.signals replace it when the config has been read (cmd_train.cpp).
+  if (cmd == "train") ht::install_stop_signals(ht::Config{}.checkpoint.signals);
   // Every wait on peers is bounded, MPI_Init included (mpi/collective_guard.hpp); 300 s is
   // dist.timeout_s's default until a command sets the configured limit.
   ht::collective_guard_start(300);

@@ -99,11 +99,22 @@ std::vector<int> parse_signal_list(const std::string& list) {
 
 void install_stop_signals(const std::string& list) {
   auto sigs = parse_signal_list(list);
-  restore_stop_signals();
+  // Signals in the old and the new set keep the handler throughout (no moment of the default
+  // action while the set is replaced: hpctrain train installs the default set before MPI_Init and
+  // the configured one once the config is read); the others get back what they had before.
+  std::vector<Saved> kept;
+  for (auto it = g_saved.rbegin(); it != g_saved.rend(); ++it) {
+    if (it->signo != SIGXFSZ && std::find(sigs.begin(), sigs.end(), it->signo) != sigs.end())
+      kept.push_back(*it);
+    else
+      sigaction(it->signo, &it->old, nullptr);
+  }
+  g_saved.assign(kept.rbegin(), kept.rend());
   sigset_t block;
   sigemptyset(&block);
   for (int s : sigs) {
     sigaddset(&block, s);
+    if (std::any_of(g_saved.begin(), g_saved.end(), [s](const Saved& v) { return v.signo == s; })) continue;
     struct sigaction sa {};
     sa.sa_handler = ht_stop_handler;
     sigemptyset(&sa.sa_mask);

@@ -7,7 +7,12 @@ uninterrupted run.
   c) SIGTERM to mpirun: Open MPI sends SIGCONT, then SIGTERM to the ranks after
      odls_base_sigkill_timeout (default 1 s) and SIGKILL one timeout later; the checkpoint is saved
      within that grace (raised to 5 s here), but mpirun itself exits 1 (measured with Open MPI
-     4.1.4), so batch scripts should forward USR1 instead (README "Checkpoints and preemption")."""
+     4.1.4), so batch scripts should forward USR1 instead (README "Checkpoints and preemption").
+  d) SIGUSR1 to mpirun while the ranks are still starting (rank 0 waits for the run directory's lock,
+     held here by the test): a job whose time limit is at or below train.sbatch's USR1 lead time gets
+     it at once. The ranks must not die of it (exit 138): they stop after their first step with a
+     checkpoint, exit 75, and the rerun ends bitwise equal."""
+import fcntl
 from common import *
 
 BASE = ["--data.synthetic", "true", "--data.synthetic_samples", "1024", "--data.synthetic_height", "28",
@@ -18,6 +23,8 @@ BASE = ["--data.synthetic", "true", "--data.synthetic_samples", "1024", "--data.
 ref = fresh_dir("straight")
 rc, out = run(BASE + ["--run.dir", ref], np_ranks=2)
 check(rc == 0, f"straight run exits 0 (got {rc})") or print(out)
+# mpirun's own per-process OMPI_MCA_* variables (vpid, node rank) are not a launch problem.
+check("warning: launch" not in out, "a plain mpirun run gives no launch warning") or print(out)
 
 
 def rank_pids(mpirun_pid):
@@ -74,4 +81,46 @@ path("term_to_rank1", [], lambda p: os.kill(sorted(rank_pids(p.pid))[-1], signal
 # 2 s, one run under a load of ~6 was SIGKILLed before its stop checkpoint (no run_end, no checkpoint).
 path("term_to_mpirun", [], lambda p: p.send_signal(signal.SIGTERM), 1, env={"OMPI_MCA_odls_base_sigkill_timeout": "5"},
      lenient_finish=True)
+
+
+def usr1_while_starting():
+    name = "usr1_while_starting"
+    d = fresh_dir(name)
+    os.makedirs(d, exist_ok=True)
+    lock = os.open(os.path.join(d, ".owner"), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # rank 0 waits for it (up to 15 s) before loading anything
+    args = BASE + ["--run.dir", d]
+    p = start(args, np_ranks=2)
+    owner = os.path.realpath(os.path.join(d, ".owner"))
+
+    def waiting_on_lock(pid):
+        try:
+            return any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == owner for fd in os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            return False
+    t0 = time.time()
+    while time.time() - t0 < 30 and not any(waiting_on_lock(r) for r in rank_pids(p.pid)):
+        time.sleep(0.02)
+    if not check(any(waiting_on_lock(r) for r in rank_pids(p.pid)), f"{name}: rank 0 waits for the run directory lock"):
+        os.killpg(p.pid, signal.SIGKILL)
+        return
+    p.send_signal(signal.SIGUSR1)
+    time.sleep(1.0)
+    os.close(lock)  # releases the flock: start-up goes on
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        check(False, f"{name}: job ended after the signal")
+        return
+    check(p.returncode == 75, f"{name}: mpirun exit code {p.returncode} (want 75: stopped with a checkpoint)") or print(out)
+    check(any("stopped by SIGUSR1 after step 1" in l for l in out.splitlines()), f"{name}: stopped after step 1") or print(out)
+    check(latest(d) == ckpt(d, 1), f"{name}: LATEST names the step-1 checkpoint")
+    rc, out = run(args, np_ranks=2)
+    check(rc == 0 and f"resumed from {ckpt(d, 1)}" in out, f"{name}: the same command resumes from step 1") or print(out)
+    ok, why = same_state(ckpt(ref, 30), ckpt(d, 30))
+    check(ok, f"{name}: final parameters and momentum bitwise equal ({why})")
+
+
+usr1_while_starting()
 finish()

@@ -1,6 +1,6 @@
 // Checkpoint files: round trip, checksums and structure, atomic write + LATEST + pruning, fallback to
 // the previous checkpoint on corruption, temporary-file cleanup, disk-full handling, the async
-// writer, the Young/Daly interval and the stop-signal flag.
+// writer and the Young/Daly interval (the stop signals: test_signals.cpp).
 #include <hdf5.h>
 #include <signal.h>
 #include <spawn.h>
@@ -445,84 +445,6 @@ TEST_CASE("Young/Daly interval", "[checkpoint]") {
   REQUIRE(young_daly_interval_s(10, 3600) == Approx(std::sqrt(72000.0)));
   REQUIRE(young_daly_interval_s(0.5, 60 * 60) == Approx(60.0));
   REQUIRE_THROWS_AS(young_daly_interval_s(0, 10), UsageError);
-}
-
-TEST_CASE("stop signals only set a flag", "[checkpoint][signals]") {
-  REQUIRE(parse_signal_list("TERM,USR1") == std::vector<int>{SIGTERM, SIGUSR1});
-  REQUIRE(parse_signal_list(" sigusr2 , 15,TERM") == std::vector<int>{SIGUSR2, SIGTERM});
-  REQUIRE_THROWS_AS(parse_signal_list("TERM,KILL"), UsageError);
-  REQUIRE_THROWS_AS(parse_signal_list("BOGUS"), UsageError);
-  clear_stop_request();
-  install_stop_signals("USR1,USR2");
-  REQUIRE_FALSE(stop_requested());
-  raise(SIGUSR2);
-  REQUIRE(stop_requested());
-  REQUIRE(stop_signal() == SIGUSR2);
-  raise(SIGUSR1);  // a second signal: still alive, first one kept
-  REQUIRE(stop_signal() == SIGUSR2);
-  REQUIRE(agree_step_flags(kFlagStop | kFlagCheckpoint) == (kFlagStop | kFlagCheckpoint));
-  restore_stop_signals();
-  clear_stop_request();
-  REQUIRE_FALSE(stop_requested());
-}
-
-// After the run (retire_stop_signals) a late forwarded USR1 must not kill the rank that already
-// agreed to stop (the podman-per-rank Slurm preemption flake: exit 138 after the checkpoint), while
-// TERM gets its previous disposition back.
-TEST_CASE("after the run a late checkpoint signal is harmless, TERM is restored", "[checkpoint][signals]") {
-  struct sigaction before_term {};
-  sigaction(SIGTERM, nullptr, &before_term);
-  clear_stop_request();
-  install_stop_signals("TERM,USR1");
-  retire_stop_signals();
-  struct sigaction now {};
-  sigaction(SIGTERM, nullptr, &now);
-  REQUIRE(now.sa_handler == before_term.sa_handler);
-  sigaction(SIGUSR1, nullptr, &now);
-  REQUIRE(now.sa_handler != SIG_DFL);
-  REQUIRE(now.sa_handler != SIG_IGN);
-  raise(SIGUSR1);  // under SIG_DFL this would end the test binary
-  REQUIRE(stop_signal() == SIGUSR1);
-  restore_stop_signals();
-  sigaction(SIGUSR1, nullptr, &now);
-  REQUIRE(now.sa_handler == SIG_DFL);
-  clear_stop_request();
-}
-
-// In a forked child (the isolation is process-wide and must not leak into the other tests): after
-// isolate_signals_to_receiver_thread() this (computing) thread blocks the stop signals, a
-// process-directed USR1 is still handled (on the receiver thread), and a thread started afterwards
-// inherits the block. Guards the fix for oneDNN's JIT gemm, which corrupts the heap when a signal
-// frame is pushed while it runs (src/train/signals.hpp).
-TEST_CASE("stop signals are kept off computing threads", "[checkpoint][signals]") {
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int code = 0;
-    isolate_signals_to_receiver_thread();
-    install_stop_signals("USR1");
-    sigset_t cur;
-    pthread_sigmask(SIG_BLOCK, nullptr, &cur);
-    if (!sigismember(&cur, SIGUSR1) || !sigismember(&cur, SIGTERM)) code |= 1;  // main thread blocks them
-    bool child_blocks = false;
-    std::thread([&] {
-      sigset_t m;
-      pthread_sigmask(SIG_BLOCK, nullptr, &m);
-      child_blocks = sigismember(&m, SIGUSR1) == 1;
-    }).join();
-    if (!child_blocks) code |= 2;  // threads made later inherit the block
-    kill(getpid(), SIGUSR1);
-    for (int i = 0; i < 200 && !stop_requested(); ++i) usleep(5000);
-    if (stop_signal() != SIGUSR1) code |= 4;  // still handled, on the receiver thread
-    sigset_t pending;
-    sigpending(&pending);
-    if (sigismember(&pending, SIGUSR1)) code |= 8;  // not left pending on this thread
-    _exit(code);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);  // bits: 1 main not blocked, 2 new thread not blocked, 4 not handled, 8 pending
 }
 
 TEST_CASE("fast fletcher32 equals HDF5's loop", "[checkpoint]") {
