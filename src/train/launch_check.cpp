@@ -124,6 +124,14 @@ std::optional<std::string> launch_size_problem(const LaunchEnv& env, int world_s
   return std::nullopt;
 }
 
+bool is_launcher_bookkeeping(const std::string& name) {
+  for (const char* prefix : {"OMPI_MCA_ess", "OMPI_MCA_orte_", "OMPI_MCA_pmix"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  // plm and routed: what mpirun hands the daemons it starts on other nodes (their ranks inherit them).
+  return name == "OMPI_MCA_initial_wdir" || name == "OMPI_MCA_shmem_RUNTIME_QUERY_hint" || name == "OMPI_MCA_plm" ||
+         name == "OMPI_MCA_routed";
+}
+
 std::map<std::string, std::string> launch_fingerprint_from_environment() {
   std::map<std::string, std::string> m;
   for (const char* k : {"SLURM_JOB_ID", "SLURM_STEP_ID"}) m[k] = env_or_empty(k);
@@ -131,7 +139,9 @@ std::map<std::string, std::string> launch_fingerprint_from_environment() {
     const std::string kv = *e;
     if (kv.rfind("OMPI_MCA_", 0) != 0) continue;
     const auto eq = kv.find('=');
-    m[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    const std::string name = kv.substr(0, eq);
+    if (is_launcher_bookkeeping(name)) continue;
+    m[name] = eq == std::string::npos ? "" : kv.substr(eq + 1);
   }
   return m;
 }

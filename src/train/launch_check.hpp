@@ -29,8 +29,16 @@ LaunchEnv launch_env_from_environment();
 std::optional<std::string> launch_size_problem(const LaunchEnv& env, int world_size);
 
 /// The variables that must agree between the ranks of one run: SLURM_JOB_ID, SLURM_STEP_ID and every
-/// OMPI_MCA_* (name -> value), from this process's environment.
+/// OMPI_MCA_* (name -> value) except the launcher's own per-process bookkeeping (see
+/// is_launcher_bookkeeping), from this process's environment.
 std::map<std::string, std::string> launch_fingerprint_from_environment();
+
+/// True for the OMPI_MCA_* variables that mpirun and its daemons set for each process themselves
+/// (ess_*, orte_*, pmix*, initial_wdir, shmem_RUNTIME_QUERY_hint: the rank's vpid and node rank,
+/// the local daemon's address, the session directory; plm and routed on the nodes mpirun reaches
+/// through its daemons): they differ between ranks and nodes by design, so comparing them would
+/// warn on every run.
+bool is_launcher_bookkeeping(const std::string& name);
 
 /// Problems between ranks' fingerprints (indexed by rank; hosts[r] is rank r's host): SLURM_JOB_ID or
 /// SLURM_STEP_ID with two different values (errors; set on some ranks only: a warning), OMPI_MCA_* set

@@ -37,6 +37,10 @@ timeout 120 mpirun --bind-to none --host node1:2,node2:2 "$work/on_node2.sh" OMP
   "$HT_BIN" train "${small[@]}" --run.dir "$work/mca" >mca.log 2>&1 || fail "different OMPI_MCA_*: exit $?"
 grep -q 'warning: launch: OMPI_MCA_mpi_yield_when_idle differs between ranks: (unset) on node1 (ranks 0, 1); 1 on node2 (ranks 2, 3)' mca.log ||
   fail "different OMPI_MCA_*: no warning"
+# ... and no other: the per-process and per-node variables mpirun sets itself (vpid, node rank, the
+# local daemon's address, the session directory) differ by design.
+n=$(grep -c 'warning: launch:' mca.log)
+[[ $n == 1 ]] || fail "different OMPI_MCA_*: $n launch warnings, expected 1: $(grep 'warning: launch:' mca.log | cut -c1-120)"
 
 # 4. A node-local run directory: /tmp is per node.
 timeout 120 mpirun --bind-to none --host node1:2,node2:2 "$HT_BIN" train "${small[@]}" --run.dir /tmp/local-run \

@@ -1,6 +1,8 @@
 // Launch-time checks (src/train/launch_check.hpp) on hand-made environments: a launcher that started
 // more processes than the MPI world holds, and ranks whose Slurm/Open MPI variables differ. The
 // collective parts run across nodes in tests/cluster/test_launch_checks.sh.
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
 
 #include "src/train/launch_check.hpp"
@@ -67,4 +69,31 @@ TEST_CASE("launch check: variables that differ between ranks", "[launch_check]")
   CHECK(fp.warnings[0].find("launch: OMPI_MCA_btl differs between ranks: tcp,self on n1 (ranks 0, 1); vader,tcp,self on n2") == 0);
   CHECK(fp.warnings[1].find("OMPI_MCA_btl_tcp_if_include differs between ranks: (unset) on n1 (ranks 0, 1); eth1 on n2") !=
         std::string::npos);
+}
+
+// mpirun sets each process's vpid, node rank, daemon address and session directory as OMPI_MCA_*
+// variables: they differ on every run and must not be compared (they gave a warning on every
+// mpirun run), while a parameter the user sets is.
+TEST_CASE("launch check: the launcher's per-process variables are not compared", "[launch_check]") {
+  CHECK(is_launcher_bookkeeping("OMPI_MCA_ess_base_vpid"));
+  CHECK(is_launcher_bookkeeping("OMPI_MCA_orte_ess_node_rank"));
+  CHECK(is_launcher_bookkeeping("OMPI_MCA_orte_local_daemon_uri"));
+  CHECK(is_launcher_bookkeeping("OMPI_MCA_pmix"));
+  CHECK(is_launcher_bookkeeping("OMPI_MCA_initial_wdir"));
+  CHECK(is_launcher_bookkeeping("OMPI_MCA_plm"));     // set on the nodes reached through a daemon only
+  CHECK(is_launcher_bookkeeping("OMPI_MCA_routed"));
+  CHECK_FALSE(is_launcher_bookkeeping("OMPI_MCA_plm_rsh_agent"));
+  CHECK_FALSE(is_launcher_bookkeeping("OMPI_MCA_btl_tcp_if_include"));
+  CHECK_FALSE(is_launcher_bookkeeping("OMPI_MCA_mpi_yield_when_idle"));
+  ::setenv("OMPI_MCA_ess_base_vpid", "3", 1);
+  ::setenv("OMPI_MCA_orte_top_session_dir", "/tmp/ompi.node2.0", 1);
+  ::setenv("OMPI_MCA_btl_tcp_if_include", "eth7", 1);
+  const auto fp = launch_fingerprint_from_environment();
+  ::unsetenv("OMPI_MCA_ess_base_vpid");
+  ::unsetenv("OMPI_MCA_orte_top_session_dir");
+  ::unsetenv("OMPI_MCA_btl_tcp_if_include");
+  CHECK(fp.count("OMPI_MCA_ess_base_vpid") == 0);
+  CHECK(fp.count("OMPI_MCA_orte_top_session_dir") == 0);
+  REQUIRE(fp.count("OMPI_MCA_btl_tcp_if_include") == 1);
+  CHECK(fp.at("OMPI_MCA_btl_tcp_if_include") == "eth7");
 }
