@@ -32,6 +32,16 @@ def rank_pids(mpirun_pid):
     return [int(p) for p in out]
 
 
+def finish_job(p, name):
+    """The job's output once it ends (None, killed and failed, when it has not ended in 60 s)."""
+    try:
+        return p.communicate(timeout=60)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        check(False, f"{name}: job ended after the signal")
+        return None
+
+
 def path(name, extra, send, want_rc, env=None, lenient_finish=False):
     d = fresh_dir(name)
     args = BASE + ["--run.dir", d] + extra
@@ -41,11 +51,8 @@ def path(name, extra, send, want_rc, env=None, lenient_finish=False):
         return
     t0 = time.time()
     send(p)
-    try:
-        out, _ = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        check(False, f"{name}: job ended after the signal")
+    out = finish_job(p, name)
+    if out is None:
         return
     dt = time.time() - t0
     check(p.returncode == want_rc, f"{name}: mpirun exit code {p.returncode} (want {want_rc}), {dt:.2f} s after the signal")
@@ -107,11 +114,8 @@ def usr1_while_starting():
     p.send_signal(signal.SIGUSR1)
     time.sleep(1.0)
     os.close(lock)  # releases the flock: start-up goes on
-    try:
-        out, _ = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        check(False, f"{name}: job ended after the signal")
+    out = finish_job(p, name)
+    if out is None:
         return
     check(p.returncode == 75, f"{name}: mpirun exit code {p.returncode} (want 75: stopped with a checkpoint)") or print(out)
     check(any("stopped by SIGUSR1 after step 1" in l for l in out.splitlines()), f"{name}: stopped after step 1") or print(out)
