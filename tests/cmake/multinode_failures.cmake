@@ -10,3 +10,7 @@ endforeach()
 ht_add_script_test(multinode_netsplit multinode/test_netsplit.sh LABELS multinode TIMEOUT 200)
 ht_add_script_test(multinode_node_dies multinode/test_node_dies.sh LABELS multinode TIMEOUT 300)
 set_tests_properties(multinode_netsplit multinode_node_dies PROPERTIES RESOURCE_LOCK ht_cluster)
+# The same failures under Slurm (issue 14 items 3 and 4): an sbatch --nodes=2 job of slurm/train.sbatch
+# (srun --mpi=pmix) on the simulated cluster with one slurmd per node (tests/cluster/cluster.sh --slurm).
+ht_add_script_test(multinode_node_dies_srun multinode/test_node_dies_srun.sh LABELS multinode TIMEOUT 300)
+set_tests_properties(multinode_node_dies_srun PROPERTIES RESOURCE_LOCK ht_cluster)
