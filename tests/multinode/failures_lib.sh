@@ -98,3 +98,71 @@ leftover() {
     esac
   done
 }
+
+# ---- Under Slurm (tests/multinode/test_*_srun.sh: the same failures in an sbatch --nodes=2 job of
+# slurm/train.sbatch, srun --mpi=pmix; the cluster started with --slurm).
+
+# srun_long_job RUN_DIR NAME [FLAGS...]: submits the long synthetic run of long_run as a 2 nodes x 2
+# tasks train.sbatch job (output NAME.out); sets JOB. Each task's stderr goes straight to
+# RUN_DIR.rankR.err (srun --error, written by the slurmstepd of the task's node): what srun forwards
+# from a node cut off from it is lost. SRUN_EXTRA_ARGS adds srun options (to try others by hand).
+srun_long_job() {
+  local dir=$1 name=$2
+  shift 2
+  # shellcheck disable=SC2046
+  JOB=$(HT_SRUN_ARGS="--error=$dir.rank%t.err ${SRUN_EXTRA_ARGS:-}" sbatch --parsable --job-name="$name" --nodes=2 \
+    --ntasks-per-node=2 --gpus-per-node=2 --time=30 -o "$work/$name.out" "$src/slurm/train.sbatch" \
+    $(ht_small_flags --run.dir "$dir" --data.synthetic_samples 400000 --train.max_steps 100000 \
+      --optim.schedule constant --dist.timeout_s "$TIMEOUT_S" --checkpoint.every_steps 20 "$@")) ||
+    fail "sbatch $name"
+  JOB=${JOB%%;*}
+}
+
+# job_state JOB: the job's state (RUNNING, FAILED, PENDING, ...; empty once slurmctld forgot it).
+job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -1; }
+
+# job_field JOB KEY: one field of scontrol show job (ExitCode, Restarts, Reason, ...).
+job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+
+# srun_wait_steps RUN_DIR N LIMIT_S: until N steps are logged (fails the test after LIMIT_S, or
+# when job JOB is no longer pending or running).
+srun_wait_steps() {
+  local t=0 st
+  while (( $(steps_logged "$1") < $2 )); do
+    sleep 0.2
+    t=$((t + 1))
+    (( t < $3 * 5 )) || fail "job $JOB did not reach step $2 in $3 s (state $(job_state "$JOB"))"
+    st=$(job_state "$JOB")
+    [[ $st == RUNNING || $st == PENDING || $st == CONFIGURING ]] || fail "job $JOB ended ($st) before step $2"
+  done
+}
+
+# comm_pids NODE NAME...: pids on NODE whose command name is one of NAME.
+comm_pids() {
+  local node=$1 p c n
+  shift
+  for p in $(ht_cluster_pids "$node"); do
+    c=$(cat "/proc/$p/comm" 2>/dev/null) || continue
+    for n in "$@"; do [[ $c == "$n" ]] && { echo "$p"; break; }; done
+  done
+}
+
+# slurm_leftover NODE: the job's processes on NODE (ranks, srun, slurmstepd, the batch script), one
+# "PID COMMAND" per line; the daemons (slurmd, slurmctld, munged) are the cluster's, not the job's.
+slurm_leftover() {
+  local p
+  for p in $(comm_pids "$1" hpctrain srun slurmstepd slurm_script); do
+    echo "$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)"
+  done
+}
+
+# kill_leftover NODE...: SIGKILLs the job's processes on each NODE by pid (what Slurm left); prints them.
+kill_leftover() {
+  local n p
+  for n in "$@"; do
+    for p in $(comm_pids "$n" hpctrain srun slurmstepd slurm_script); do
+      echo "$n: $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-60)"
+      kill -KILL "$p" 2>/dev/null
+    done
+  done
+}

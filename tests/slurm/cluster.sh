@@ -22,7 +22,9 @@
 # reason and returns 77, the ctest skip code: a test is skipped, never passed silently.
 #
 # Environment: HT_SLURM_CPUS (8, per node), HT_SLURM_KEEP=1 keeps the directory for debugging,
-# HT_SLURM_TMP (parent of the private directory, default $TMPDIR or /tmp).
+# HT_SLURM_TMP (parent of the private directory, default $TMPDIR or /tmp), HT_SLURMD_TIMEOUT
+# (SlurmdTimeout, 30 s: how long slurmctld waits for a silent slurmd before it sets the node DOWN and
+# kills its jobs as NODE_FAIL; Slurm's default is 300; tests/multinode/test_netsplit_srun.sh).
 # Several nodes (the simulated cluster, tests/cluster/cluster.sh --slurm): HT_SLURM_NODES="node1 node2"
 # (names /etc/hosts resolves; slurmctld runs here, on the first) and HT_SLURM_NODE_EXEC, a command
 # that runs `HT_SLURM_NODE_EXEC NODE CMD...` on NODE as CMD's own process (so its pid is the daemon's).
@@ -191,7 +193,7 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=4
 SlurmctldTimeout=30
-SlurmdTimeout=30
+SlurmdTimeout=${HT_SLURMD_TIMEOUT:-30}
 Waittime=0
 GresTypes=gpu
 ${node_lines}PartitionName=debug Nodes=${nodelist} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
