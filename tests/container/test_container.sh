@@ -4,7 +4,8 @@
 #   1. tools (containers/install_tools.sh) and the Debian 12 base image (containers/build_base.sh:
 #      mmdebstrap, cached), then `podman build` of containers/Containerfile on it (CPU);
 #   2. in the image: `hpctrain --version` (the host checkout's commit), `hpctrain doctor --device cpu`,
-#      `hpctrain prepare` of Debian's Fashion-MNIST, a 2-rank training (mpirun inside one container);
+#      `hpctrain prepare` of Debian's Fashion-MNIST, a 2-rank training (mpirun inside one container),
+#      `hpctrain report` on that run (report.md, summary.json and the PNGs);
 #   3. the hybrid model, each rank in its own container: host mpirun starting `podman run` per rank,
 #      and host mpirun starting `ch-run` per rank on a SquashFS image of the same image;
 #   4. single-node Slurm (tests/slurm/cluster.sh): `sbatch slurm/train.sbatch` with HT_CONTAINER set,
@@ -116,6 +117,25 @@ phase "2 ranks in one container (mpirun inside)"
   -x OMP_NUM_THREADS=1 hpctrain train $(train_args /opt/hpctrain/configs/fmnist_cnn.ini "$work/inside") --run.fresh \
   >"$work/inside.log" 2>&1 || { tail -n 30 "$work/inside.log"; fail "training inside one container"; }
 same_losses "$work/inside" "mpirun inside one container"
+
+phase "hpctrain report in the container, on that run"
+# The image's Python tools: scripts/report.py with matplotlib (Agg), as the image's user.
+"${prun[@]}" --network=none "$image" report "$work/inside" --out "$work/report" >"$work/report.log" 2>&1 ||
+  { cat "$work/report.log"; fail "hpctrain report exited non-zero in the container"; }
+tail -n 1 "$work/report.log"
+/usr/bin/python3 - "$work/report" "$steps" <<'PY' || fail "hpctrain report in the container: outputs missing or wrong"
+import json, os, sys
+out, steps = sys.argv[1], int(sys.argv[2])
+s = json.load(open(os.path.join(out, "summary.json")))
+assert s["runs"][0]["steps"] == steps, s["runs"][0]["steps"]
+pngs = [f for f in s["files"] if f.endswith(".png")]
+assert "loss_lr.png" in pngs, s["files"]
+for f in pngs:
+    data = open(os.path.join(out, f), "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000, (f, len(data))
+assert "loss_lr.png" in open(os.path.join(out, "report.md")).read()
+print("report.md, summary.json (%d steps) and %d PNGs: %s" % (steps, len(pngs), ", ".join(pngs)))
+PY
 
 # ---- 3. hybrid: host launcher, one container per rank ---------------------------------------------
 phase "hybrid: host mpirun, podman run per rank"
