@@ -1,6 +1,7 @@
 #include "mpi/collective_guard.hpp"
 
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "mpi/peer_beacon.hpp"
 #include "src/base/check.hpp"
 
 namespace ht {
@@ -72,6 +74,15 @@ std::string fmt_s(double s) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f", s);
   return b;
+}
+
+/// True when the peers can be probed: the UDP beacon (mpi/peer_beacon.hpp), else the MPI probe.
+bool can_probe_peers() { return peer_beacon_ready() || g_probe_ready.load(); }
+
+/// The peers that did not answer within window_s. The beacon where it works: an MPI probe of a dead
+/// peer can block in Open MPI's error path (a call to the launcher, which is ending the job).
+std::vector<int> unanswered_peers(double window_s) {
+  return peer_beacon_ready() ? peer_beacon_unanswered(window_s) : probe_unanswered_peers(window_s);
 }
 
 void responder_loop() {
@@ -157,25 +168,25 @@ void watchdog_loop() {
         }
       }
     }
-    if (sig_ns && in_bounded && !signal_noted && g_probe_ready.load()) {
+    if (sig_ns && in_bounded && !signal_noted && can_probe_peers()) {
       // A launcher ending the job (a lost node) sends SIGTERM and SIGKILL a second later: say at once
       // which peers this rank was waiting for, while there is time.
       signal_noted = true;
-      const std::vector<int> lost = probe_unanswered_peers(kSignalProbeS);
+      const std::vector<int> lost = unanswered_peers(kSignalProbeS);
       if (!lost.empty())
         say("hpctrain: rank " + std::to_string(g_rank) + ": stop signal " + std::to_string(g_signo.load()) +
             " while waiting on peers; no answer to a probe within " + fmt_s(kSignalProbeS) +
             " s from: " + describe_ranks(lost));
     }
     if (expired.used) {
-      bool can_probe = g_probe_ready.load();
-      const std::vector<int> lost = can_probe ? probe_unanswered_peers(kProbeWindowS) : std::vector<int>{};
-      can_probe = can_probe && g_probe_ready.load();  // not detached meanwhile (MPI_Finalize)
+      bool can_probe = can_probe_peers();
+      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS) : std::vector<int>{};
+      can_probe = can_probe && can_probe_peers();  // not detached meanwhile (MPI_Finalize)
       give_up(expired, now, by_signal, lost, can_probe);
     }
     if (do_probe) {
-      const bool can_probe = g_probe_ready.load();
-      const std::vector<int> lost = can_probe ? probe_unanswered_peers(kProbeWindowS) : std::vector<int>{};
+      const bool can_probe = can_probe_peers();
+      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS) : std::vector<int>{};
       std::unique_lock lk(g_mu);
       Slot& s = g_slots[probe_slot];
       if (!s.used || s.gen != probe_for.gen) continue;  // the wait ended meanwhile
@@ -197,6 +208,9 @@ void watchdog_loop() {
 void collective_guard_start(double limit_s) {
   if (g_running.exchange(true)) return;
   if (limit_s > 0) g_limit = limit_s;
+  // A peer that died leaves its TCP connections closed: Open MPI's next write to one (a probe, a
+  // collective) must fail with EPIPE, not end this rank by SIGPIPE before it can name the lost peers.
+  ::signal(SIGPIPE, SIG_IGN);
   std::thread(watchdog_loop).detach();
 }
 
@@ -219,6 +233,10 @@ void collective_guard_attach(MPI_Comm world, int rank, const std::vector<std::st
     if (MPI_Comm_dup(world, &c) != MPI_SUCCESS) return;
   }
   MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  {
+    CollectiveWait w("peer probe set-up (start-up)");
+    peer_beacon_attach(world, rank, hosts);
+  }
   g_probe_comm = c;
   g_probe_ready = true;
   g_responder_stop = false;
