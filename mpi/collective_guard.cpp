@@ -81,8 +81,15 @@ bool can_probe_peers() { return peer_beacon_ready() || g_probe_ready.load(); }
 
 /// The peers that did not answer within window_s. The beacon where it works: an MPI probe of a dead
 /// peer can block in Open MPI's error path (a call to the launcher, which is ending the job).
-std::vector<int> unanswered_peers(double window_s) {
-  return peer_beacon_ready() ? peer_beacon_unanswered(window_s) : probe_unanswered_peers(window_s);
+/// A stop signal arriving meanwhile cuts the probe to kSignalProbeS (the launcher's SIGKILL follows a
+/// second after its SIGTERM: name the peers before it). `used_s` gets the window actually waited.
+std::vector<int> unanswered_peers(double window_s, double* used_s = nullptr) {
+  const long long sig0 = g_signal_ns.load();
+  const double t0 = now_s();
+  auto cut = [&] { return g_signal_ns.load() != sig0 && now_s() - t0 >= kSignalProbeS; };
+  std::vector<int> lost = peer_beacon_ready() ? peer_beacon_unanswered(window_s, cut) : probe_unanswered_peers(window_s, cut);
+  if (used_s) *used_s = std::min(window_s, now_s() - t0);
+  return lost;
 }
 
 void responder_loop() {
@@ -109,7 +116,8 @@ void responder_loop() {
 }
 
 /// The watchdog gives up `s`: names the lost peers and ends the process. Watchdog thread only.
-[[noreturn]] void give_up(const Slot& s, double now, bool by_signal, const std::vector<int>& unanswered, bool probed) {
+[[noreturn]] void give_up(const Slot& s, double now, bool by_signal, const std::vector<int>& unanswered, bool probed,
+                          double window_s) {
   std::string msg = "hpctrain: fatal (" + rank_host_tag() + "): " + s.what;
   if (by_signal)
     msg += " still waiting " + fmt_s(now - s.start) + " s after a stop signal (" + std::to_string(g_signo.load()) +
@@ -127,7 +135,7 @@ void responder_loop() {
     msg += "; every peer answered a probe: no rank is lost, one is slow or waits elsewhere (raise dist.timeout_s "
            "if the step is that slow)";
   } else {
-    msg += "; lost peers (no answer to a probe within " + fmt_s(kProbeWindowS) + " s): " + describe_ranks(unanswered);
+    msg += "; lost peers (no answer to a probe within " + fmt_s(window_s) + " s): " + describe_ranks(unanswered);
   }
   msg += "; exiting with code " + std::to_string(s.exit_code) + " without MPI_Finalize (docs/exit_codes.md)";
   say(msg);
@@ -180,13 +188,15 @@ void watchdog_loop() {
     }
     if (expired.used) {
       bool can_probe = can_probe_peers();
-      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS) : std::vector<int>{};
+      double window = 0;
+      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS, &window) : std::vector<int>{};
       can_probe = can_probe && can_probe_peers();  // not detached meanwhile (MPI_Finalize)
-      give_up(expired, now, by_signal, lost, can_probe);
+      give_up(expired, now, by_signal, lost, can_probe, window);
     }
     if (do_probe) {
       const bool can_probe = can_probe_peers();
-      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS) : std::vector<int>{};
+      double window = 0;
+      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS, &window) : std::vector<int>{};
       std::unique_lock lk(g_mu);
       Slot& s = g_slots[probe_slot];
       if (!s.used || s.gen != probe_for.gen) continue;  // the wait ended meanwhile
@@ -198,7 +208,7 @@ void watchdog_loop() {
       }
       Slot copy = s;
       lk.unlock();
-      give_up(copy, now_s(), false, lost, true);
+      give_up(copy, now_s(), false, lost, true, window);
     }
   }
 }
@@ -295,7 +305,7 @@ CollectiveWait::~CollectiveWait() {
   g_slots[slot_].used = false;
 }
 
-std::vector<int> probe_unanswered_peers(double window_s) {
+std::vector<int> probe_unanswered_peers(double window_s, const std::function<bool()>& cut_short) {
   std::vector<int> lost;
   std::lock_guard probe_lk(g_probe_mu);
   if (!g_probe_ready.load()) return lost;
@@ -329,7 +339,7 @@ std::vector<int> probe_unanswered_peers(double window_s) {
       else
         all = false;
     }
-    if (all || now_s() >= end) break;
+    if (all || now_s() >= end || (cut_short && cut_short())) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (int p = 0; p < n; ++p)

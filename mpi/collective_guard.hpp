@@ -25,6 +25,7 @@
 // Without collective_guard_start (unit tests, tools) CollectiveWait does nothing.
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,7 @@ class CollectiveWait {
 
 /// The ranks that did not answer a probe within `window_s` (needs collective_guard_attach; empty
 /// otherwise). Callable from any thread; used by the watchdog, exposed for tests.
-std::vector<int> probe_unanswered_peers(double window_s);
+std::vector<int> probe_unanswered_peers(double window_s, const std::function<bool()>& cut_short = {});
 
 /// "nodeB (ranks 2, 3), nodeC (rank 4)" for `ranks`, by the hosts given to collective_guard_attach.
 std::string describe_ranks(const std::vector<int>& ranks);

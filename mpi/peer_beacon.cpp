@@ -24,6 +24,7 @@ constexpr uint32_t kMagic = 0x48544250;  // "HTBP"
 constexpr uint32_t kPing = 1, kPong = 2;
 constexpr double kResendS = 0.15;      // a datagram lost on the way is sent again
 constexpr double kAttachCheckS = 2.0;  // start-up check: the next rank must answer within this
+constexpr double kPollS = 0.05;        // how often a probe asks whether to end early
 
 struct Contact {
   uint64_t id = 0;  // random per process: an answer from anyone else does not count
@@ -90,7 +91,7 @@ Contact local_contact(int fd, uint64_t id) {
 }
 
 // The ranks of `ranks` that did not answer within window_s.
-std::vector<int> unanswered(const std::vector<int>& ranks, double window_s) {
+std::vector<int> unanswered(const std::vector<int>& ranks, double window_s, const std::function<bool()>& cut_short) {
   std::vector<int> lost;
   if (ranks.empty()) return lost;
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -118,13 +119,13 @@ std::vector<int> unanswered(const std::vector<int>& ranks, double window_s) {
   size_t left = ranks.size();
   while (left > 0) {
     const double t = now_s();
-    if (t >= end) break;
+    if (t >= end || (cut_short && cut_short())) break;
     if (t >= next_send) {
       send_pings();
       next_send = t + kResendS;
     }
     pollfd p{fd, POLLIN, 0};
-    const double wait = std::min(end, next_send) - t;
+    const double wait = std::min({end, next_send, t + kPollS}) - t;
     if (::poll(&p, 1, std::max(1, static_cast<int>(wait * 1000))) <= 0) continue;
     Msg m{};
     while (::recv(fd, &m, sizeof m, 0) == static_cast<ssize_t>(sizeof m)) {
@@ -170,7 +171,7 @@ bool peer_beacon_attach(MPI_Comm world, int rank, const std::vector<std::string>
   if (static_cast<int>(g_hosts.size()) != size) ok = 0;
   if (ok) std::thread(answer_loop, fd, id, rank).detach();
   // Every rank checks that the next one answers (a firewall dropping UDP between nodes shows here).
-  if (ok && size > 1) ok = unanswered({(rank + 1) % size}, kAttachCheckS).empty() ? 1 : 0;
+  if (ok && size > 1) ok = unanswered({(rank + 1) % size}, kAttachCheckS, {}).empty() ? 1 : 0;
   int all_ok = 0;
   if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world) != MPI_SUCCESS) all_ok = 0;
   g_ready = all_ok == 1;
@@ -179,12 +180,12 @@ bool peer_beacon_attach(MPI_Comm world, int rank, const std::vector<std::string>
 
 bool peer_beacon_ready() { return g_ready.load(); }
 
-std::vector<int> peer_beacon_unanswered(double window_s) {
+std::vector<int> peer_beacon_unanswered(double window_s, const std::function<bool()>& cut_short) {
   if (!g_ready.load()) return {};
   std::vector<int> peers;
   for (int r = 0; r < static_cast<int>(g_contacts.size()); ++r)
     if (r != g_rank) peers.push_back(r);
-  return unanswered(peers, window_s);
+  return unanswered(peers, window_s, cut_short);
 }
 
 }  // namespace ht

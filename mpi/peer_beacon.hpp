@@ -13,6 +13,7 @@
 // or dead process, an unreachable node, do not).
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,8 @@ bool peer_beacon_attach(MPI_Comm world, int rank, const std::vector<std::string>
 bool peer_beacon_ready();
 
 /// The ranks (never this one) that did not answer a probe within `window_s` seconds, ascending; empty
-/// when every peer answered or the beacon is not ready. Any thread, no MPI calls.
-std::vector<int> peer_beacon_unanswered(double window_s);
+/// when every peer answered or the beacon is not ready. The probe ends early once `cut_short` (when
+/// given) returns true; it is asked about every 50 ms. Any thread, no MPI calls.
+std::vector<int> peer_beacon_unanswered(double window_s, const std::function<bool()>& cut_short = {});
 
 }  // namespace ht
