@@ -80,7 +80,8 @@ std::string fmt_s(double s) {
 bool can_probe_peers() { return peer_beacon_ready() || g_probe_ready.load(); }
 
 /// The peers that did not answer within window_s. The beacon where it works: an MPI probe of a dead
-/// peer can block in Open MPI's error path (a call to the launcher, which is ending the job).
+/// peer was seen to block in Open MPI's error path (waiting on its runtime thread) until the
+/// launcher's SIGKILL.
 /// A stop signal arriving meanwhile cuts the probe to kSignalProbeS (the launcher's SIGKILL follows a
 /// second after its SIGTERM: name the peers before it). `used_s` gets the window actually waited.
 std::vector<int> unanswered_peers(double window_s, double* used_s = nullptr) {
