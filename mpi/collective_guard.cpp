@@ -1,6 +1,7 @@
 #include "mpi/collective_guard.hpp"
 
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "mpi/peer_beacon.hpp"
 #include "src/base/check.hpp"
 
 namespace ht {
@@ -74,6 +76,23 @@ std::string fmt_s(double s) {
   return b;
 }
 
+/// True when the peers can be probed: the UDP beacon (mpi/peer_beacon.hpp), else the MPI probe.
+bool can_probe_peers() { return peer_beacon_ready() || g_probe_ready.load(); }
+
+/// The peers that did not answer within window_s. The beacon where it works: an MPI probe of a dead
+/// peer was seen to block in Open MPI's error path (waiting on its runtime thread) until the
+/// launcher's SIGKILL.
+/// A stop signal arriving meanwhile cuts the probe to kSignalProbeS (the launcher's SIGKILL follows a
+/// second after its SIGTERM: name the peers before it). `used_s` gets the window actually waited.
+std::vector<int> unanswered_peers(double window_s, double* used_s = nullptr) {
+  const long long sig0 = g_signal_ns.load();
+  const double t0 = now_s();
+  auto cut = [&] { return g_signal_ns.load() != sig0 && now_s() - t0 >= kSignalProbeS; };
+  std::vector<int> lost = peer_beacon_ready() ? peer_beacon_unanswered(window_s, cut) : probe_unanswered_peers(window_s, cut);
+  if (used_s) *used_s = std::min(window_s, now_s() - t0);
+  return lost;
+}
+
 void responder_loop() {
   static const int kOne = 1;
   int in = 0;
@@ -98,7 +117,8 @@ void responder_loop() {
 }
 
 /// The watchdog gives up `s`: names the lost peers and ends the process. Watchdog thread only.
-[[noreturn]] void give_up(const Slot& s, double now, bool by_signal, const std::vector<int>& unanswered, bool probed) {
+[[noreturn]] void give_up(const Slot& s, double now, bool by_signal, const std::vector<int>& unanswered, bool probed,
+                          double window_s) {
   std::string msg = "hpctrain: fatal (" + rank_host_tag() + "): " + s.what;
   if (by_signal)
     msg += " still waiting " + fmt_s(now - s.start) + " s after a stop signal (" + std::to_string(g_signo.load()) +
@@ -116,7 +136,7 @@ void responder_loop() {
     msg += "; every peer answered a probe: no rank is lost, one is slow or waits elsewhere (raise dist.timeout_s "
            "if the step is that slow)";
   } else {
-    msg += "; lost peers (no answer to a probe within " + fmt_s(kProbeWindowS) + " s): " + describe_ranks(unanswered);
+    msg += "; lost peers (no answer to a probe within " + fmt_s(window_s) + " s): " + describe_ranks(unanswered);
   }
   msg += "; exiting with code " + std::to_string(s.exit_code) + " without MPI_Finalize (docs/exit_codes.md)";
   say(msg);
@@ -157,25 +177,27 @@ void watchdog_loop() {
         }
       }
     }
-    if (sig_ns && in_bounded && !signal_noted && g_probe_ready.load()) {
+    if (sig_ns && in_bounded && !signal_noted && can_probe_peers()) {
       // A launcher ending the job (a lost node) sends SIGTERM and SIGKILL a second later: say at once
       // which peers this rank was waiting for, while there is time.
       signal_noted = true;
-      const std::vector<int> lost = probe_unanswered_peers(kSignalProbeS);
+      const std::vector<int> lost = unanswered_peers(kSignalProbeS);
       if (!lost.empty())
         say("hpctrain: rank " + std::to_string(g_rank) + ": stop signal " + std::to_string(g_signo.load()) +
             " while waiting on peers; no answer to a probe within " + fmt_s(kSignalProbeS) +
             " s from: " + describe_ranks(lost));
     }
     if (expired.used) {
-      bool can_probe = g_probe_ready.load();
-      const std::vector<int> lost = can_probe ? probe_unanswered_peers(kProbeWindowS) : std::vector<int>{};
-      can_probe = can_probe && g_probe_ready.load();  // not detached meanwhile (MPI_Finalize)
-      give_up(expired, now, by_signal, lost, can_probe);
+      bool can_probe = can_probe_peers();
+      double window = 0;
+      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS, &window) : std::vector<int>{};
+      can_probe = can_probe && can_probe_peers();  // not detached meanwhile (MPI_Finalize)
+      give_up(expired, now, by_signal, lost, can_probe, window);
     }
     if (do_probe) {
-      const bool can_probe = g_probe_ready.load();
-      const std::vector<int> lost = can_probe ? probe_unanswered_peers(kProbeWindowS) : std::vector<int>{};
+      const bool can_probe = can_probe_peers();
+      double window = 0;
+      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS, &window) : std::vector<int>{};
       std::unique_lock lk(g_mu);
       Slot& s = g_slots[probe_slot];
       if (!s.used || s.gen != probe_for.gen) continue;  // the wait ended meanwhile
@@ -187,7 +209,7 @@ void watchdog_loop() {
       }
       Slot copy = s;
       lk.unlock();
-      give_up(copy, now_s(), false, lost, true);
+      give_up(copy, now_s(), false, lost, true, window);
     }
   }
 }
@@ -197,6 +219,9 @@ void watchdog_loop() {
 void collective_guard_start(double limit_s) {
   if (g_running.exchange(true)) return;
   if (limit_s > 0) g_limit = limit_s;
+  // A peer that died leaves its TCP connections closed: Open MPI's next write to one (a probe, a
+  // collective) must fail with EPIPE, not end this rank by SIGPIPE before it can name the lost peers.
+  ::signal(SIGPIPE, SIG_IGN);
   std::thread(watchdog_loop).detach();
 }
 
@@ -219,6 +244,10 @@ void collective_guard_attach(MPI_Comm world, int rank, const std::vector<std::st
     if (MPI_Comm_dup(world, &c) != MPI_SUCCESS) return;
   }
   MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  {
+    CollectiveWait w("peer probe set-up (start-up)");
+    peer_beacon_attach(world, rank, hosts);
+  }
   g_probe_comm = c;
   g_probe_ready = true;
   g_responder_stop = false;
@@ -277,7 +306,7 @@ CollectiveWait::~CollectiveWait() {
   g_slots[slot_].used = false;
 }
 
-std::vector<int> probe_unanswered_peers(double window_s) {
+std::vector<int> probe_unanswered_peers(double window_s, const std::function<bool()>& cut_short) {
   std::vector<int> lost;
   std::lock_guard probe_lk(g_probe_mu);
   if (!g_probe_ready.load()) return lost;
@@ -311,7 +340,7 @@ std::vector<int> probe_unanswered_peers(double window_s) {
       else
         all = false;
     }
-    if (all || now_s() >= end) break;
+    if (all || now_s() >= end || (cut_short && cut_short())) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (int p = 0; p < n; ++p)

@@ -9,8 +9,10 @@
 //     (dist.timeout_s) from the start of the call;
 //   - WaitKind::while_peers_answer (waits behind one rank's long local work: vetting, reading or
 //     writing a checkpoint): without limit while every peer answers a probe sent every time limit.
-// Then it probes every peer (a one-int message to a responder thread on each rank, over a private
-// duplicate of MPI_COMM_WORLD, answered within kProbeWindowS), prints one line naming the peers that
+// Then it probes every peer (a UDP datagram answered by a thread on each rank, mpi/peer_beacon.hpp, so
+// that a dead peer cannot make the probe hang inside MPI; where UDP does not reach every rank, a
+// one-int message to a responder thread over a private duplicate of MPI_COMM_WORLD), waiting
+// kProbeWindowS for the answers, prints one line naming the peers that
 // did not answer with their hosts (or, without probes, every peer), waits kExitLingerS, flushes the
 // logs and ends the process with _exit: no MPI_Finalize, no MPI_Abort (both can block on a broken job; every
 // rank has its own watchdog, and the launcher ends the rest on the non-zero exit).
@@ -23,6 +25,7 @@
 // Without collective_guard_start (unit tests, tools) CollectiveWait does nothing.
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,7 +47,8 @@ constexpr double kExitFlushS = 2.0;
 /// The grace docs state: a rank ends at most this long after its time limit.
 constexpr double kGuardGraceS = kProbeWindowS + kExitLingerS + kExitFlushS + 1.0;
 
-/// Starts the watchdog thread with time limit `limit_s` (> 0). Call once, before MPI_Init (which it
+/// Starts the watchdog thread with time limit `limit_s` (> 0) and ignores SIGPIPE (a write on a dead
+/// peer's connection must fail inside MPI, not end the rank). Call once, before MPI_Init (which it
 /// bounds too) and after src/train/signals.hpp's isolate_signals_to_receiver_thread, so the thread
 /// inherits the blocked stop signals. Idempotent.
 void collective_guard_start(double limit_s);
@@ -56,8 +60,9 @@ void set_collective_time_limit(double limit_s);
 /// The current time limit in seconds.
 double collective_time_limit();
 
-/// Collective over `world` (after MPI_Init, with the guard running): duplicates it for the probes and
-/// starts the responder thread; `hosts` (indexed by rank) name the peers in messages.
+/// Collective over `world` (after MPI_Init, with the guard running): sets up the probes (the UDP
+/// beacon, peer_beacon_attach; a duplicate of `world` and the responder thread for the MPI probe);
+/// `hosts` (indexed by rank) name the peers in messages.
 void collective_guard_attach(MPI_Comm world, int rank, const std::vector<std::string>& hosts);
 /// Stops the responder thread (before MPI_Finalize). Local.
 void collective_guard_detach();
@@ -83,7 +88,7 @@ class CollectiveWait {
 
 /// The ranks that did not answer a probe within `window_s` (needs collective_guard_attach; empty
 /// otherwise). Callable from any thread; used by the watchdog, exposed for tests.
-std::vector<int> probe_unanswered_peers(double window_s);
+std::vector<int> probe_unanswered_peers(double window_s, const std::function<bool()>& cut_short = {});
 
 /// "nodeB (ranks 2, 3), nodeC (rank 4)" for `ranks`, by the hosts given to collective_guard_attach.
 std::string describe_ranks(const std::vector<int>& ranks);

@@ -1,0 +1,191 @@
+#include "mpi/peer_beacon.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <thread>
+
+namespace ht {
+namespace {
+
+constexpr int kMaxAddrs = 8;           // IPv4 addresses published per rank
+constexpr uint32_t kMagic = 0x48544250;  // "HTBP"
+constexpr uint32_t kPing = 1, kPong = 2;
+constexpr double kResendS = 0.15;      // a datagram lost on the way is sent again
+constexpr double kAttachCheckS = 2.0;  // start-up check: the next rank must answer within this
+constexpr double kPollS = 0.05;        // how often a probe asks whether to end early
+
+struct Contact {
+  uint64_t id = 0;  // random per process: an answer from anyone else does not count
+  uint32_t addr[kMaxAddrs] = {};  // network byte order
+  uint16_t port = 0;  // network byte order
+  uint16_t naddr = 0;
+  uint32_t pad = 0;
+};
+static_assert(sizeof(Contact) == 48);
+
+struct Msg {
+  uint32_t magic;
+  uint32_t kind;
+  uint64_t id;    // ping: the id of the rank asked; pong: the id of the rank answering
+  int32_t rank;   // ping: the rank asked; pong: the rank answering
+  uint32_t seq;
+};
+
+int g_fd = -1;
+int g_rank = -1;
+std::vector<Contact> g_contacts;   // written before g_ready is set, read-only after
+std::vector<std::string> g_hosts;  // idem
+std::atomic<bool> g_ready{false};
+std::atomic<uint32_t> g_seq{1};
+
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// The answering thread: a ping carrying this process's id gets a pong back to its sender.
+void answer_loop(int fd, uint64_t id, int rank) {
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 1000) <= 0) continue;
+    Msg m{};
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    const ssize_t n = ::recvfrom(fd, &m, sizeof m, 0, reinterpret_cast<sockaddr*>(&from), &len);
+    if (n != static_cast<ssize_t>(sizeof m) || m.magic != kMagic || m.kind != kPing || m.id != id || m.rank != rank)
+      continue;
+    Msg r{kMagic, kPong, id, rank, m.seq};
+    ::sendto(fd, &r, sizeof r, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), len);
+  }
+}
+
+Contact local_contact(int fd, uint64_t id) {
+  Contact c;
+  c.id = id;
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0) c.port = me.sin_port;
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i && c.naddr < kMaxAddrs; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+      if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+      c.addr[c.naddr++] = reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+    }
+    ::freeifaddrs(ifs);
+  }
+  return c;
+}
+
+// The ranks of `ranks` that did not answer within window_s.
+std::vector<int> unanswered(const std::vector<int>& ranks, double window_s, const std::function<bool()>& cut_short) {
+  std::vector<int> lost;
+  if (ranks.empty()) return lost;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ranks;  // cannot probe: nobody answered
+  const uint32_t seq = g_seq.fetch_add(1);
+  std::vector<char> got(g_contacts.size(), 0);
+  auto send_pings = [&] {
+    for (int r : ranks) {
+      if (got[static_cast<size_t>(r)]) continue;
+      const Contact& c = g_contacts[static_cast<size_t>(r)];
+      Msg m{kMagic, kPing, c.id, r, seq};
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = c.port;
+      std::vector<uint32_t> addrs(c.addr, c.addr + c.naddr);
+      if (g_hosts[static_cast<size_t>(r)] == g_hosts[static_cast<size_t>(g_rank)]) addrs.insert(addrs.begin(), htonl(INADDR_LOOPBACK));
+      for (uint32_t a : addrs) {
+        to.sin_addr.s_addr = a;
+        ::sendto(fd, &m, sizeof m, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), sizeof to);
+      }
+    }
+  };
+  const double end = now_s() + window_s;
+  double next_send = 0;
+  size_t left = ranks.size();
+  while (left > 0) {
+    const double t = now_s();
+    if (t >= end || (cut_short && cut_short())) break;
+    if (t >= next_send) {
+      send_pings();
+      next_send = t + kResendS;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const double wait = std::min({end, next_send, t + kPollS}) - t;
+    if (::poll(&p, 1, std::max(1, static_cast<int>(wait * 1000))) <= 0) continue;
+    Msg m{};
+    while (::recv(fd, &m, sizeof m, 0) == static_cast<ssize_t>(sizeof m)) {
+      if (m.magic != kMagic || m.kind != kPong || m.seq != seq || m.rank < 0 ||
+          m.rank >= static_cast<int>(g_contacts.size()) || m.id != g_contacts[static_cast<size_t>(m.rank)].id ||
+          got[static_cast<size_t>(m.rank)])
+        continue;
+      got[static_cast<size_t>(m.rank)] = 1;
+      if (std::find(ranks.begin(), ranks.end(), m.rank) != ranks.end()) --left;
+    }
+  }
+  ::close(fd);
+  for (int r : ranks)
+    if (!got[static_cast<size_t>(r)]) lost.push_back(r);
+  return lost;
+}
+
+}  // namespace
+
+bool peer_beacon_attach(MPI_Comm world, int rank, const std::vector<std::string>& hosts) {
+  if (g_ready.load() || g_fd >= 0) return g_ready.load();
+  int size = 0;
+  MPI_Comm_size(world, &size);
+  int ok = 1;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_ANY);
+  any.sin_port = 0;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0) ok = 0;
+  std::random_device rd;
+  const uint64_t id = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(::getpid());
+  Contact mine = ok ? local_contact(fd, id) : Contact{};
+  std::vector<Contact> all(static_cast<size_t>(size));
+  if (MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, world) != MPI_SUCCESS) {
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  g_fd = fd;
+  g_rank = rank;
+  g_contacts = std::move(all);
+  g_hosts = hosts;
+  if (static_cast<int>(g_hosts.size()) != size) ok = 0;
+  if (ok) std::thread(answer_loop, fd, id, rank).detach();
+  // Every rank checks that the next one answers (a firewall dropping UDP between nodes shows here).
+  if (ok && size > 1) ok = unanswered({(rank + 1) % size}, kAttachCheckS, {}).empty() ? 1 : 0;
+  int all_ok = 0;
+  if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world) != MPI_SUCCESS) all_ok = 0;
+  g_ready = all_ok == 1;
+  return g_ready.load();
+}
+
+bool peer_beacon_ready() { return g_ready.load(); }
+
+std::vector<int> peer_beacon_unanswered(double window_s, const std::function<bool()>& cut_short) {
+  if (!g_ready.load()) return {};
+  std::vector<int> peers;
+  for (int r = 0; r < static_cast<int>(g_contacts.size()); ++r)
+    if (r != g_rank) peers.push_back(r);
+  return unanswered(peers, window_s, cut_short);
+}
+
+}  // namespace ht
