@@ -7,8 +7,8 @@
 #   distro    the distribution's libdnnl-dev, whatever its version (install_deps.sh installs it)
 #   debian12  Debian 12's libdnnl2 and libdnnl-dev 2.6.3-1 (amd64) from Debian's archive, checked
 #             against the SHA256 sums below and installed with apt (which resolves their dependencies:
-#             glibc, libstdc++, libgomp, OpenCL's ICD loader, all older than a newer distribution's)
-#             and held; install_deps.sh then finds libdnnl-dev installed and leaves it.
+#             glibc, libstdc++, libgomp, OpenCL's ICD loader, all older than a newer distribution's);
+#             install_deps.sh then finds libdnnl-dev installed and leaves it.
 # The .debs are kept in OUT (default /opt/hpctrain/onednn) for the runtime stage, which installs the
 # same libdnnl2 (the distribution's archive has no such package); OUT/source.txt says which was used.
 # Environment: HT_DEBIAN_MIRROR (http://deb.debian.org/debian).
@@ -40,14 +40,20 @@ fi
 arch=$(dpkg --print-architecture)
 [[ $arch == amd64 ]] ||
   { echo "onednn.sh: Debian 12's oneDNN is pinned for amd64 only, this is $arch (use ONEDNN=distro)" >&2; exit 2; }
+# apt downloads as its sandbox user _apt: into a directory that user may write.
+dl=$(mktemp -d)
+chown _apt "$dl" 2>/dev/null || true
 debs=()
 for pkg in libdnnl2 libdnnl-dev; do
   f=${pkg}_${version}_amd64.deb
-  /usr/lib/apt/apt-helper download-file "$mirror/pool/main/o/onednn/$f" "$out/$f" "SHA256:${sha256[$pkg]}" \
+  /usr/lib/apt/apt-helper download-file "$mirror/pool/main/o/onednn/$f" "$dl/$f" "SHA256:${sha256[$pkg]}" \
     >/dev/null || { echo "onednn.sh: $f: download or SHA256 check failed ($mirror)" >&2; exit 1; }
+  mv "$dl/$f" "$out/$f"
   echo "${sha256[$pkg]}  $out/$f" | sha256sum -c --quiet
   debs+=("$out/$f")
 done
+rmdir "$dl"
+# Not held (apt-mark hold): install_deps.sh takes only "install ok installed" for installed. Nothing
+# upgrades it: the build stage installs named packages only, and none depends on libdnnl-dev.
 apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
-apt-mark hold libdnnl2 libdnnl-dev >/dev/null
 echo "debian12 libdnnl-dev $version (distribution's candidate: ${candidate:-none})" | tee "$out/source.txt"
