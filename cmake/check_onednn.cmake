@@ -31,7 +31,9 @@ if(NOT ht_dnnl_MAJOR STREQUAL "2")
     "hpctrain needs oneDNN 2.x (its v2 API: src/ops uses the operation descriptors that oneDNN 3.0 "
     "removed; Debian 12's libdnnl-dev 2.6.3 is the tested one), but found oneDNN "
     "'${HT_ONEDNN_VERSION}' in ${ht_dnnl_where}.\n"
-    "What to do: build on a distribution that ships oneDNN 2.x (Debian 12), or install oneDNN 2.x "
+    "What to do: build on a distribution that ships oneDNN 2.x (Debian 12), or install Debian 12's "
+    "libdnnl2 and libdnnl-dev 2.6.3-1 packages (containers/onednn.sh debian12 does, SHA256-checked; the "
+    "container recipe's default ONEDNN=auto uses them where the distribution's oneDNN is 3.x), or install oneDNN 2.x "
     "yourself (e.g. the v2.7.5 release of https://github.com/oneapi-src/oneDNN: cmake -DDNNL_BUILD_TESTS=OFF "
     "-DDNNL_BUILD_EXAMPLES=OFF -DCMAKE_INSTALL_PREFIX=/opt/onednn2, then cmake --install) and configure "
     "with -Ddnnl_DIR=/opt/onednn2/lib/cmake/dnnl (see docs/containers.md for the GPU image).")
