@@ -166,3 +166,27 @@ kill_leftover() {
     done
   done
 }
+
+# same_losses RUN_DIR REF_DIR END: every step 1..END logged in RUN_DIR (its last record per step: a
+# rerun repeats the steps after its checkpoint) within 1e-5 relative of REF_DIR's loss.
+same_losses() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+def losses(d):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r["event"] == "step"}
+a, b, end = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
+assert sorted(a) == list(range(1, end + 1)), f"steps logged: {sorted(a)[:3]}..{sorted(a)[-3:]}"
+for s in range(1, end + 1):
+    assert abs(a[s] - b[s]) <= 1e-5 * abs(b[s]), f"step {s}: {a[s]} vs {b[s]}"
+PY
+}
+
+# srun_job_pids: sets p1 and p2 (the hpctrain ranks on node1 and node2, 2 each) and sr (srun on node1)
+# of a running 2x2 srun_long_job; fails the test when they are not there.
+srun_job_pids() {
+  mapfile -t p1 < <(rank_pids node1)
+  mapfile -t p2 < <(rank_pids node2)
+  mapfile -t sr < <(comm_pids node1 srun)
+  (( ${#p1[@]} == 2 && ${#p2[@]} == 2 )) || fail "expected 2 ranks per node, found node1: ${p1[*]}, node2: ${p2[*]}"
+  (( ${#sr[@]} >= 1 )) || fail "no srun on node1"
+}

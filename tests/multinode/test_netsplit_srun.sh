@@ -38,11 +38,7 @@ fi
 d=$work/split
 srun_long_job "$d" split
 srun_wait_steps "$d" 30 90
-mapfile -t p1 < <(rank_pids node1)
-mapfile -t p2 < <(rank_pids node2)
-mapfile -t sr < <(comm_pids node1 srun)
-(( ${#p1[@]} == 2 && ${#p2[@]} == 2 )) || fail "expected 2 ranks per node, found node1: ${p1[*]}, node2: ${p2[*]}"
-(( ${#sr[@]} >= 1 )) || fail "no srun on node1"
+srun_job_pids  # p1, p2: the ranks on node1, node2; sr: srun on node1
 T0=$EPOCHREALTIME
 ht_cluster_link node2 down
 limit=$((TIMEOUT_S + GRACE_S + SLACK_S))

@@ -70,15 +70,7 @@ grep -q "resumed from .*step $latest,.*saved with world_size 4, now 2" resume.lo
 # shellcheck disable=SC2046
 ht_mpirun node1:2 ref.log "$HT_BIN" train $(ht_small_flags --run.dir "$work/ref" --data.synthetic_samples 400000 \
   --train.max_steps "$end" --optim.schedule constant --dist.timeout_s "$TIMEOUT_S") || fail "the reference run failed"
-/usr/bin/python3 - "$d" "$work/ref" "$end" <<'PY' || fail "the resumed run's losses differ from the uninterrupted run"
-import json, sys
-def losses(d):  # the last record of each step (the rerun repeats the steps after the checkpoint)
-    return {r["step"]: r["loss"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r["event"] == "step"}
-a, b, end = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
-assert sorted(a) == list(range(1, end + 1)), f"steps logged: {sorted(a)[:3]}..{sorted(a)[-3:]}"
-for s in range(1, end + 1):
-    assert abs(a[s] - b[s]) <= 1e-5 * abs(b[s]), f"step {s}: {a[s]} vs {b[s]}"
-PY
+same_losses "$d" "$work/ref" "$end" || fail "the resumed run's losses differ from the uninterrupted run"
 worst=$(echo "$gone" | head -n -1 | awk '{ if ($2 > m) m = $2 } END { print m }')
 echo "PASS: only node2's ranks killed: survivors gone within $ranks_worst s, each naming node2 (ranks 2, 3), mpirun within" \
   "$ranks_mpirun; all of node2 killed: survivors gone within $worst s, each naming node2 (ranks 2, 3), mpirun (exit $rc)" \

@@ -14,11 +14,7 @@ source "$(dirname "$0")/failures_lib.sh"
 d=$work/dies
 srun_long_job "$d" dies
 srun_wait_steps "$d" 50 90
-mapfile -t p1 < <(rank_pids node1)
-mapfile -t p2 < <(rank_pids node2)
-mapfile -t sr < <(comm_pids node1 srun)
-(( ${#p1[@]} == 2 && ${#p2[@]} == 2 )) || fail "expected 2 ranks per node, found node1: ${p1[*]}, node2: ${p2[*]}"
-(( ${#sr[@]} >= 1 )) || fail "no srun on node1"
+srun_job_pids  # p1, p2: the ranks on node1, node2; sr: srun on node1
 T0=$EPOCHREALTIME
 kill -KILL "${p2[@]}"
 limit=$((TIMEOUT_S + GRACE_S + SLACK_S))
@@ -67,15 +63,7 @@ wait "$resume_pid" || fail "the rerun on node1 failed"
 grep -q "resumed from .*step $latest,.*saved with world_size 4, now 2" "$work/resume.out" ||
   fail "the rerun did not resume from step $latest"
 grep -q "2 tasks on node1 " "$work/resume.out" || fail "the rerun did not run on node1 alone"
-/usr/bin/python3 - "$d" "$work/ref" "$end" <<'PY' || fail "the resumed run's losses differ from the uninterrupted run"
-import json, sys
-def losses(d):  # the last record of each step (the rerun repeats the steps after the checkpoint)
-    return {r["step"]: r["loss"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r["event"] == "step"}
-a, b, end = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
-assert sorted(a) == list(range(1, end + 1)), f"steps logged: {sorted(a)[:3]}..{sorted(a)[-3:]}"
-for s in range(1, end + 1):
-    assert abs(a[s] - b[s]) <= 1e-5 * abs(b[s]), f"step {s}: {a[s]} vs {b[s]}"
-PY
+same_losses "$d" "$work/ref" "$end" || fail "the resumed run's losses differ from the uninterrupted run"
 worst=$(echo "$gone" | awk -v r=" ${p1[*]} " 'index(r, " " $1 " ") { if ($2 > m) m = $2 } END { print m }')
 srun_s=$(echo "$gone" | awk -v r=" ${sr[*]} " 'index(r, " " $1 " ") { if ($2 > m) m = $2 } END { print m }')
 echo "PASS: survivors gone within $worst s ($named), srun (exit $rc) within $srun_s s," \
