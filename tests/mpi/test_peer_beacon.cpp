@@ -17,7 +17,7 @@ TEST_CASE("peer beacon: every live rank answers a probe", "[dist]") {
   const auto t0 = std::chrono::steady_clock::now();
   CHECK(peer_beacon_unanswered(3.0).empty());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(s < 1.0);  // ends when the last answer arrives, not at the window
+  CHECK(s < 2.5);  // ends when the last answer arrives, not at the 3 s window (slack for a loaded machine)
   // A probe that is told to end at once reports the peers that had not answered yet (or none).
   const auto cut = peer_beacon_unanswered(3.0, [] { return true; });
   CHECK(cut.size() <= static_cast<size_t>(d.world_size - 1));
