@@ -56,6 +56,7 @@ MPI_Comm g_probe_comm = MPI_COMM_NULL;  // written once before g_probe_ready is 
 std::atomic<bool> g_probe_ready{false};
 std::mutex g_probe_mu;  // held by a probe; detach takes it, so no probe runs into MPI_Finalize
 thread_local int t_relaxed = 0;  // while_peers_answer scopes open on this thread
+thread_local int t_open = 0;     // CollectiveWait scopes open on this thread (collective_wait_open)
 std::atomic<bool> g_responder_stop{false};
 std::thread g_responder;
 
@@ -274,6 +275,8 @@ void note_stop_signal(int signo) noexcept {
 
 CollectiveWait::CollectiveWait(const char* what, WaitKind kind, int exit_code) {
   if (!g_running.load()) return;
+  ++t_open;
+  counted_ = true;
   // Inside a while_peers_answer scope of this thread, the outer scope covers every inner wait.
   if (t_relaxed > 0) return;
   if (kind == WaitKind::while_peers_answer) {
@@ -300,11 +303,14 @@ CollectiveWait::CollectiveWait(const char* what, WaitKind kind, int exit_code) {
 }
 
 CollectiveWait::~CollectiveWait() {
+  if (counted_) --t_open;
   if (relaxed_) --t_relaxed;
   if (slot_ < 0) return;
   std::lock_guard lk(g_mu);
   g_slots[slot_].used = false;
 }
+
+bool collective_wait_open() { return !g_running.load() || t_open > 0; }
 
 std::vector<int> probe_unanswered_peers(double window_s, const std::function<bool()>& cut_short) {
   std::vector<int> lost;

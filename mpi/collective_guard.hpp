@@ -84,7 +84,14 @@ class CollectiveWait {
  private:
   int slot_ = -1;
   bool relaxed_ = false;
+  bool counted_ = false;  ///< counted in this thread's open scopes (collective_wait_open)
 };
+
+/// True while the calling thread is inside a CollectiveWait scope, or when the guard is not running:
+/// a blocking MPI call made where this is false has no time limit. For audits of the call sites
+/// (tests/guard/mpi_guard_audit.cpp checks every blocking MPI call of a run through the MPI profiling
+/// interface).
+bool collective_wait_open();
 
 /// The ranks that did not answer a probe within `window_s` (needs collective_guard_attach; empty
 /// otherwise). Callable from any thread; used by the watchdog, exposed for tests.

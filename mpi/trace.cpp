@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mpi/check.hpp"
+#include "mpi/collective_guard.hpp"
 #include "src/base/error.hpp"
 
 #if defined(HT_HAVE_CUDA) && __has_include(<nvtx3/nvToolsExt.h>)
@@ -161,6 +162,7 @@ size_t Trace::write(const std::string& dir, const std::string& filename) {
       throw RuntimeError("trace: rank " + std::to_string(rank_) + " has more than 2 GB of trace events");
     int len = static_cast<int>(mine.size());
     std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+    CollectiveWait wait("trace write (MPI_Gather of every rank's events to rank 0)");
     HT_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_));
     long long total = 0;
     for (int r = 0; r < size; ++r) {

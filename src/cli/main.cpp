@@ -5,8 +5,10 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 
+#include "mpi/collective_guard.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
@@ -92,6 +94,11 @@ int main(int argc, char** argv) {
   int code = ht::kExitOk;
   bool from_exception = true;
   try {
+    // train bounds each of its waits on peers itself (dist.timeout_s). The other commands wait on
+    // peers behind local work of any length (doctor's checks, a benchmark's sizes, writing shards):
+    // without limit while every peer answers a probe, so a lost node ends them too.
+    std::optional<ht::CollectiveWait> wait;
+    if (cmd != "train") wait.emplace("the command's exchanges between ranks", ht::WaitKind::while_peers_answer);
     if (cmd == "train") code = ht::cmd_train(args);
     else if (cmd == "prepare") code = ht::cmd_prepare(args);
     else if (cmd == "bench") code = ht::cmd_bench(args);

@@ -10,6 +10,7 @@
 
 #include "io/metrics.hpp"
 #include "mpi/check.hpp"
+#include "mpi/collective_guard.hpp"
 #include "src/base/test_faults.hpp"
 
 namespace ht {
@@ -160,9 +161,11 @@ std::vector<WatchdogWarning> Watchdog::on_step(const StepMetrics& m, MetricsWrit
   if (n_ < opt_.window_steps) return {};
   double mine[3] = {median(step_ms_), median(data_ms_), median(allreduce_ms_)};
   std::vector<double> all(static_cast<size_t>(3 * world_));
-  if (world_ > 1)
+  if (world_ > 1) {
+    // A step's collective like the others: a peer lost here must not leave rank 0 waiting unbounded.
+    CollectiveWait wait("watchdog window (MPI_Gather of the ranks' step times)");
     HT_MPI_CHECK(MPI_Gather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  else
+  } else
     std::copy(mine, mine + 3, all.begin());
   std::optional<double> gpu;
   if (gpu_samples_ > 0) gpu = gpu_util_sum_ / static_cast<double>(gpu_samples_);

@@ -27,7 +27,7 @@ fi
 fail() {
   echo "FAIL: $*" >&2
   local f
-  for f in "$work"/*.log "$work"/*.out; do [[ -f $f ]] && { echo "---- $f" >&2; tail -n 40 "$f" >&2; }; done
+  for f in "$work"/*.log "$work"/*.out "$work"/*.err; do [[ -f $f ]] && { echo "---- $f" >&2; tail -n 40 "$f" >&2; }; done
   [[ -n ${SLURM_CONF:-} ]] && declare -F ht_slurm_dump_logs >/dev/null && ht_slurm_dump_logs
   exit 1
 }
