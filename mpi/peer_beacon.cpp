@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -150,12 +152,16 @@ bool peer_beacon_attach(MPI_Comm world, int rank, const std::vector<std::string>
   int size = 0;
   MPI_Comm_size(world, &size);
   int ok = 1;
+  std::string why;  // why this rank cannot use the beacon (its start-up warning)
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in any{};
   any.sin_family = AF_INET;
   any.sin_addr.s_addr = htonl(INADDR_ANY);
   any.sin_port = 0;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0) ok = 0;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0) {
+    ok = 0;
+    why = std::string("could not open a UDP socket: ") + std::strerror(errno);
+  }
   std::random_device rd;
   const uint64_t id = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(::getpid());
   Contact mine = ok ? local_contact(fd, id) : Contact{};
@@ -171,10 +177,27 @@ bool peer_beacon_attach(MPI_Comm world, int rank, const std::vector<std::string>
   if (static_cast<int>(g_hosts.size()) != size) ok = 0;
   if (ok) std::thread(answer_loop, fd, id, rank).detach();
   // Every rank checks that the next one answers (a firewall dropping UDP between nodes shows here).
-  if (ok && size > 1) ok = unanswered({(rank + 1) % size}, kAttachCheckS, {}).empty() ? 1 : 0;
+  const int next = (rank + 1) % size;
+  if (ok && size > 1 && !unanswered({next}, kAttachCheckS, {}).empty()) {
+    ok = 0;
+    char b[64];
+    std::snprintf(b, sizeof b, "%.1f", kAttachCheckS);
+    why = "rank " + std::to_string(next) + " on " + g_hosts[static_cast<size_t>(next)] +
+          " did not answer a UDP probe within " + b + " s (is UDP dropped between the nodes?)";
+  }
   int all_ok = 0;
   if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world) != MPI_SUCCESS) all_ok = 0;
   g_ready = all_ok == 1;
+  // Not a silent fallback: the ranks that found the fault say what it costs.
+  if (!why.empty()) {
+    const std::string host = rank < static_cast<int>(g_hosts.size()) ? g_hosts[static_cast<size_t>(rank)] : "?";
+    const std::string line = "hpctrain: warning (rank " + std::to_string(rank) + " on " + host + "): " + why +
+                             "; lost peers are probed over MPI instead, which can hang until the launcher's "
+                             "SIGKILL when a node dies: allow UDP between the nodes' addresses "
+                             "(docs/exit_codes.md#lost-peers)\n";
+    if (::write(2, line.data(), line.size()) < 0) {
+    }
+  }
   return g_ready.load();
 }
 

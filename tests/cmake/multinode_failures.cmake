@@ -19,3 +19,7 @@ ht_add_script_test(multinode_netsplit_srun multinode/test_netsplit_srun.sh ARGS 
 ht_add_script_test(multinode_netsplit_srun_wait multinode/test_netsplit_srun.sh ARGS wait LABELS multinode TIMEOUT 260)
 set_tests_properties(multinode_node_dies_srun multinode_netsplit_srun multinode_netsplit_srun_wait
                      PROPERTIES RESOURCE_LOCK ht_cluster)
+# UDP dropped between the nodes (node2's iptables): the guard warns at start-up and probes over MPI;
+# node2's ranks then SIGSTOPped, node1's must still name them.
+ht_add_script_test(multinode_udp_blocked multinode/test_udp_blocked.sh LABELS multinode TIMEOUT 200)
+set_tests_properties(multinode_udp_blocked PROPERTIES RESOURCE_LOCK ht_cluster)
