@@ -140,6 +140,14 @@ void responder_loop() {
     msg += "; lost peers (no answer to a probe within " + fmt_s(window_s) + " s): " + describe_ranks(unanswered);
   }
   msg += "; exiting with code " + std::to_string(s.exit_code) + " without MPI_Finalize (docs/exit_codes.md)";
+  if (probed && !unanswered.empty()) {
+    // The peers that answered may not be waiting (one in a long save, say) or may reach their limits
+    // later than the launcher kills them: tell them now, so each names the lost peers before it ends.
+    std::vector<int> answered;
+    for (int r = 0; r < static_cast<int>(g_hosts.size()); ++r)
+      if (r != g_rank && std::find(unanswered.begin(), unanswered.end(), r) == unanswered.end()) answered.push_back(r);
+    peer_beacon_notify_gave_up(answered, unanswered);
+  }
   say(msg);
   // The ranks waiting in the same collective reach their limits within moments of this one; once this
   // rank is gone the launcher kills them (SIGTERM, SIGKILL a second later), so let them print first.
@@ -147,11 +155,36 @@ void responder_loop() {
   exit_without_mpi(s.exit_code);
 }
 
+/// A peer told this rank that it ends the run (peer_beacon_notify_gave_up): name what it lost and end
+/// too, whether or not this rank waits on peers now. Watchdog thread only.
+[[noreturn]] void give_up_on_notice(const PeerNotice& n, double now) {
+  std::string where = "not waiting on peers";
+  int code = 1;
+  {
+    std::lock_guard lk(g_mu);
+    for (const Slot& s : g_slots)
+      if (s.used) {
+        where = std::string("in ") + s.what + " for " + fmt_s(now - s.start) + " s";
+        code = s.exit_code;
+        break;
+      }
+  }
+  std::string lost = describe_ranks(n.lost);
+  if (n.lost_count > static_cast<int>(n.lost.size()))
+    lost += " and " + std::to_string(n.lost_count - static_cast<int>(n.lost.size())) + " more";
+  say("hpctrain: fatal (" + rank_host_tag() + "): " + describe_ranks({n.from}) + " ends the run: lost peers " + lost +
+      " (no answer to its probe); this rank was " + where + "; exiting with code " + std::to_string(code) +
+      " without MPI_Finalize (docs/exit_codes.md)");
+  std::this_thread::sleep_for(std::chrono::duration<double>(kExitLingerS));
+  exit_without_mpi(code);
+}
+
 void watchdog_loop() {
   bool signal_noted = false;
   for (;;) {
     std::this_thread::sleep_for(std::chrono::duration<double>(kPollS));
     const double now = now_s();
+    if (const auto notice = peer_beacon_notice()) give_up_on_notice(*notice, now);
     const long long sig_ns = g_signal_ns.load();
     const double sig_t = sig_ns ? static_cast<double>(sig_ns) * 1e-9 : 0;
     const double limit = g_limit.load();

@@ -13,7 +13,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstddef>
 #include <cstdio>
+#include <mutex>
+#include <optional>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -23,7 +26,8 @@ namespace {
 
 constexpr int kMaxAddrs = 8;           // IPv4 addresses published per rank
 constexpr uint32_t kMagic = 0x48544250;  // "HTBP"
-constexpr uint32_t kPing = 1, kPong = 2;
+constexpr uint32_t kPing = 1, kPong = 2, kGaveUp = 3;
+constexpr int kNoticeRanks = 256;      // lost ranks a notice lists (it counts them all)
 constexpr double kResendS = 0.15;      // a datagram lost on the way is sent again
 constexpr double kAttachCheckS = 2.0;  // start-up check: the next rank must answer within this
 constexpr double kPollS = 0.05;        // how often a probe asks whether to end early
@@ -45,12 +49,27 @@ struct Msg {
   uint32_t seq;
 };
 
+// kGaveUp: the sender ends the run having lost `lost` (first nlisted of nlost ranks).
+struct Notice {
+  uint32_t magic;
+  uint32_t kind;
+  uint64_t id;    // the id of the rank told
+  int32_t rank;   // the sender
+  uint32_t nlost;
+  uint32_t nlisted;
+  int32_t lost[kNoticeRanks];
+};
+constexpr size_t kNoticeHeader = offsetof(Notice, lost);
+
 int g_fd = -1;
 int g_rank = -1;
 std::vector<Contact> g_contacts;   // written before g_ready is set, read-only after
 std::vector<std::string> g_hosts;  // idem
 std::atomic<bool> g_ready{false};
 std::atomic<uint32_t> g_seq{1};
+std::mutex g_notice_mu;
+std::optional<PeerNotice> g_notice;  // the first notice received
+std::atomic<bool> g_have_notice{false};
 
 double now_s() {
   timespec ts{};
@@ -58,19 +77,57 @@ double now_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-// The answering thread: a ping carrying this process's id gets a pong back to its sender.
+// Keeps the first valid notice: addressed to this process (its id), from a rank of the job, sizes in range.
+void take_notice(const Notice& m, ssize_t n, uint64_t id) {
+  const int world = static_cast<int>(g_contacts.size());
+  if (m.id != id || m.rank < 0 || m.rank >= world || m.nlisted > kNoticeRanks || m.nlisted > m.nlost ||
+      n != static_cast<ssize_t>(kNoticeHeader + m.nlisted * sizeof(int32_t)) || g_have_notice.load())
+    return;
+  PeerNotice out;
+  out.from = m.rank;
+  out.lost_count = static_cast<int>(std::min<uint32_t>(m.nlost, static_cast<uint32_t>(world)));
+  for (uint32_t i = 0; i < m.nlisted; ++i)
+    if (m.lost[i] >= 0 && m.lost[i] < world) out.lost.push_back(m.lost[i]);
+  std::lock_guard lk(g_notice_mu);
+  if (g_notice) return;
+  g_notice = std::move(out);
+  g_have_notice = true;
+}
+
+// The answering thread: a ping carrying this process's id gets a pong back to its sender; a notice
+// carrying it is kept (peer_beacon_notice).
 void answer_loop(int fd, uint64_t id, int rank) {
   for (;;) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 1000) <= 0) continue;
-    Msg m{};
+    Notice m{};
     sockaddr_in from{};
     socklen_t len = sizeof from;
     const ssize_t n = ::recvfrom(fd, &m, sizeof m, 0, reinterpret_cast<sockaddr*>(&from), &len);
-    if (n != static_cast<ssize_t>(sizeof m) || m.magic != kMagic || m.kind != kPing || m.id != id || m.rank != rank)
+    if (n < static_cast<ssize_t>(sizeof(Msg)) || m.magic != kMagic) continue;
+    if (m.kind == kGaveUp) {
+      take_notice(m, n, id);
       continue;
-    Msg r{kMagic, kPong, id, rank, m.seq};
+    }
+    Msg q{};
+    std::memcpy(&q, &m, sizeof q);
+    if (n != static_cast<ssize_t>(sizeof q) || q.kind != kPing || q.id != id || q.rank != rank) continue;
+    Msg r{kMagic, kPong, id, rank, q.seq};
     ::sendto(fd, &r, sizeof r, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), len);
+  }
+}
+
+// Sends `len` bytes to every address of rank r (and 127.0.0.1 first when r shares this host).
+void send_to_rank(int fd, int r, const void* buf, size_t len) {
+  const Contact& c = g_contacts[static_cast<size_t>(r)];
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = c.port;
+  std::vector<uint32_t> addrs(c.addr, c.addr + c.naddr);
+  if (g_hosts[static_cast<size_t>(r)] == g_hosts[static_cast<size_t>(g_rank)]) addrs.insert(addrs.begin(), htonl(INADDR_LOOPBACK));
+  for (uint32_t a : addrs) {
+    to.sin_addr.s_addr = a;
+    ::sendto(fd, buf, len, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), sizeof to);
   }
 }
 
@@ -103,17 +160,8 @@ std::vector<int> unanswered(const std::vector<int>& ranks, double window_s, cons
   auto send_pings = [&] {
     for (int r : ranks) {
       if (got[static_cast<size_t>(r)]) continue;
-      const Contact& c = g_contacts[static_cast<size_t>(r)];
-      Msg m{kMagic, kPing, c.id, r, seq};
-      sockaddr_in to{};
-      to.sin_family = AF_INET;
-      to.sin_port = c.port;
-      std::vector<uint32_t> addrs(c.addr, c.addr + c.naddr);
-      if (g_hosts[static_cast<size_t>(r)] == g_hosts[static_cast<size_t>(g_rank)]) addrs.insert(addrs.begin(), htonl(INADDR_LOOPBACK));
-      for (uint32_t a : addrs) {
-        to.sin_addr.s_addr = a;
-        ::sendto(fd, &m, sizeof m, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), sizeof to);
-      }
+      Msg m{kMagic, kPing, g_contacts[static_cast<size_t>(r)].id, r, seq};
+      send_to_rank(fd, r, &m, sizeof m);
     }
   };
   const double end = now_s() + window_s;
@@ -202,6 +250,33 @@ bool peer_beacon_attach(MPI_Comm world, int rank, const std::vector<std::string>
 }
 
 bool peer_beacon_ready() { return g_ready.load(); }
+
+void peer_beacon_notify_gave_up(const std::vector<int>& peers, const std::vector<int>& lost) {
+  if (!g_ready.load()) return;
+  Notice m{};
+  m.magic = kMagic;
+  m.kind = kGaveUp;
+  m.rank = g_rank;
+  m.nlost = static_cast<uint32_t>(lost.size());
+  m.nlisted = static_cast<uint32_t>(std::min<size_t>(lost.size(), kNoticeRanks));
+  std::copy(lost.begin(), lost.begin() + m.nlisted, m.lost);
+  const size_t len = kNoticeHeader + m.nlisted * sizeof(int32_t);
+  // Three rounds 20 ms apart: a datagram can be lost; a receiver keeps only the first notice.
+  for (int round = 0; round < 3; ++round) {
+    if (round) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int r : peers) {
+      if (r < 0 || r >= static_cast<int>(g_contacts.size()) || r == g_rank) continue;
+      m.id = g_contacts[static_cast<size_t>(r)].id;
+      send_to_rank(g_fd, r, &m, len);
+    }
+  }
+}
+
+std::optional<PeerNotice> peer_beacon_notice() {
+  if (!g_have_notice.load()) return std::nullopt;
+  std::lock_guard lk(g_notice_mu);
+  return g_notice;
+}
 
 std::vector<int> peer_beacon_unanswered(double window_s, const std::function<bool()>& cut_short) {
   if (!g_ready.load()) return {};

@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,20 @@ bool peer_beacon_ready();
 /// when every peer answered or the beacon is not ready. The probe ends early once `cut_short` (when
 /// given) returns true; it is asked about every 50 ms. Any thread, no MPI calls.
 std::vector<int> peer_beacon_unanswered(double window_s, const std::function<bool()>& cut_short = {});
+
+/// A peer's notice that it ends the run, having lost `lost` (at most 256 listed of `lost_count`).
+struct PeerNotice {
+  int from = -1;
+  std::vector<int> lost;
+  int lost_count = 0;
+};
+
+/// Tells each rank of `peers` that this rank ends the run having lost `lost` (ranks): a datagram to
+/// every address of each, sent three times 20 ms apart (about 40 ms); best effort, no answer awaited.
+/// Needs peer_beacon_ready(); otherwise does nothing. Any thread, no MPI calls.
+void peer_beacon_notify_gave_up(const std::vector<int>& peers, const std::vector<int>& lost);
+
+/// The first notice this rank received (peer_beacon_notify_gave_up of a peer), if any. Any thread.
+std::optional<PeerNotice> peer_beacon_notice();
 
 }  // namespace ht

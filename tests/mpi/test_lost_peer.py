@@ -1,5 +1,5 @@
 """A peer that stops answering, on one host (issue 14 items 3 and 4, the collective guard in
-mpi/collective_guard.hpp). usage: test_lost_peer.py stalled | term_while_stuck | slow_save
+mpi/collective_guard.hpp). usage: test_lost_peer.py stalled | term_while_stuck | slow_save | notice
 
 stalled: 2 ranks train (dist.timeout_s = 4); rank 1 is SIGSTOPped mid-run. Rank 0 must exit 1
   within dist.timeout_s + 10 s, naming rank 1 and its host as lost; mpirun exits non-zero; no rank left.
@@ -7,6 +7,10 @@ term_while_stuck: the same with dist.timeout_s = 120; 2 s after the stall rank 0
   say at once which peer does not answer and end within 10 s + the grace of the signal, not 120 s.
 slow_save: rank 0's checkpoint writes take 6 s (ckpt_write_delay_ms) with dist.timeout_s = 2: the
   other rank waits behind the save while rank 0 answers probes, and the run finishes (exit 0).
+notice: 3 ranks; rank 0 is in a 60 s checkpoint write (not waiting on peers) when rank 2 is
+  SIGSTOPped. Rank 1, waiting behind the save, finds rank 2 lost and tells rank 0 before it ends, so
+  rank 0 too names rank 2 (rank 1's notice) and ends within moments of rank 1, instead of being
+  killed by mpirun without a word.
 Environment (ctest): HT_BIN, HT_MPIEXEC, OMPI_* for root/oversubscribe."""
 import json
 import os
@@ -32,9 +36,9 @@ def flags(run_dir, *extra):
     return [t for kv in opts.items() for t in kv]
 
 
-def start(run_dir, *extra, env=None):
+def start(run_dir, *extra, env=None, np=2):
     # Each rank's stderr to its own file (not through mpirun), pids known from the files' names.
-    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "-np", "2", "bash", "-c",
+    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "-np", str(np), "bash", "-c",
            'echo $$ > "$0.rank$OMPI_COMM_WORLD_RANK.pid"; exec "$1" train "${@:2}" 2>"$0.rank$OMPI_COMM_WORLD_RANK.err"',
            run_dir, HT] + flags(run_dir, *extra)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -156,7 +160,35 @@ def slow_save(tmp):
     print("slow save (6 s per write, dist.timeout_s 2): finished, exit 0")
 
 
+def notice(tmp):
+    d = os.path.join(tmp, "notice")
+    p = start(d, "--dist.timeout_s", "3", "--checkpoint.every_steps", "20", "--checkpoint.async", "false",
+              "--train.global_batch", "48", env={"HT_TEST_FAULTS": "ckpt_write_delay_ms=60000"}, np=3)
+    pids = []
+    try:
+        wait_steps(p, d, 20)  # rank 0 now writes step 20's checkpoint for 60 s; ranks 1, 2 wait for it
+        pids = [pid(d, r) for r in range(3)]
+        time.sleep(0.5)
+        t0 = time.time()
+        os.kill(pids[2], signal.SIGSTOP)
+        gone = wait_gone(pids[:2], 3 + GRACE + SLACK, t0)
+        assert None not in gone.values(), f"ranks 0, 1 not both gone {3 + GRACE + SLACK} s after rank 2 stalled: {gone}"
+        host = os.uname().nodename
+        e1, e0 = err(d, 1), err(d, 0)
+        assert f"lost peers (no answer to a probe within 5.0 s): {host} (rank 2)" in e1, e1
+        assert f"{host} (rank 1) ends the run: lost peers {host} (rank 2)" in e0, e0
+        assert "this rank was not waiting on peers" in e0, e0
+        assert abs(gone[pids[0]] - gone[pids[1]]) < 1.5, gone
+        rc = p.wait(timeout=20)
+        assert rc != 0, f"mpirun exited {rc}"
+        print(f"notice: rank 1 gone after {gone[pids[1]]:.1f} s, rank 0 (in its save) after {gone[pids[0]]:.1f} s,"
+              f" naming rank 2 from rank 1's notice; mpirun exit {rc}")
+    finally:
+        cleanup(p, pids)
+
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
-        {"stalled": stalled, "term_while_stuck": term_while_stuck, "slow_save": slow_save}[sys.argv[1]](tmp)
+        {"stalled": stalled, "term_while_stuck": term_while_stuck, "slow_save": slow_save,
+         "notice": notice}[sys.argv[1]](tmp)
     print("PASS")
