@@ -184,9 +184,15 @@ PY
 # srun_job_pids: sets p1 and p2 (the hpctrain ranks on node1 and node2, 2 each) and sr (srun on node1)
 # of a running 2x2 srun_long_job; fails the test when they are not there.
 srun_job_pids() {
+  rank_pids_2x2
+  mapfile -t sr < <(comm_pids node1 srun)
+  (( ${#sr[@]} >= 1 )) || fail "no srun on node1"
+}
+
+# rank_pids_2x2: sets p1 and p2, the pids of the ranks on node1 and node2 of a running 4-rank job;
+# fails the test unless there are 2 on each.
+rank_pids_2x2() {
   mapfile -t p1 < <(rank_pids node1)
   mapfile -t p2 < <(rank_pids node2)
-  mapfile -t sr < <(comm_pids node1 srun)
   (( ${#p1[@]} == 2 && ${#p2[@]} == 2 )) || fail "expected 2 ranks per node, found node1: ${p1[*]}, node2: ${p2[*]}"
-  (( ${#sr[@]} >= 1 )) || fail "no srun on node1"
 }

@@ -17,9 +17,7 @@ export OMPI_MCA_oob_tcp_keepalive_probes=${OMPI_MCA_oob_tcp_keepalive_probes:-3}
 d=$work/split
 long_run "$d" node1:2,node2:2 split.log
 wait_steps "$d" 30 60
-mapfile -t p1 < <(rank_pids node1)
-mapfile -t p2 < <(rank_pids node2)
-(( ${#p1[@]} == 2 && ${#p2[@]} == 2 )) || fail "expected 2 ranks per node, found node1: ${p1[*]}, node2: ${p2[*]}"
+rank_pids_2x2
 T0=$EPOCHREALTIME
 ht_cluster_link node2 down
 limit=$((TIMEOUT_S + GRACE_S + SLACK_S))

@@ -23,9 +23,7 @@ node_dies() {
   local d=$1 log=$2 how=$3 steps=$4 p1 p2 ok r
   long_run "$d" node1:2,node2:2 "$log"
   wait_steps "$d" "$steps" 90
-  mapfile -t p1 < <(rank_pids node1)
-  mapfile -t p2 < <(rank_pids node2)
-  (( ${#p1[@]} == 2 && ${#p2[@]} == 2 )) || fail "expected 2 ranks per node, found node1: ${p1[*]}, node2: ${p2[*]}"
+  rank_pids_2x2
   KILLED_AT=$(steps_logged "$d")
   T0=$EPOCHREALTIME
   if [[ $how == ranks ]]; then kill -KILL "${p2[@]}"; else ht_cluster_kill_node node2 KILL; fi

@@ -25,9 +25,7 @@ grep -h "^hpctrain: warning" "$d.rank1.err" | sed 's/^/  rank 1: /'
 for r in 0 2; do
   ! grep -q "UDP probe" "$d.rank$r.err" || fail "rank $r warned although its neighbour answered: $(grep -h warning "$d.rank$r.err")"
 done
-mapfile -t p1 < <(rank_pids node1)
-mapfile -t p2 < <(rank_pids node2)
-(( ${#p1[@]} == 2 && ${#p2[@]} == 2 )) || fail "expected 2 ranks per node, found node1: ${p1[*]}, node2: ${p2[*]}"
+rank_pids_2x2
 T0=$EPOCHREALTIME
 kill -STOP "${p2[@]}"
 limit=$((TIMEOUT_S + GRACE_S + SLACK_S))
