@@ -117,6 +117,24 @@ void responder_loop() {
   MPI_Request_free(&rq);
 }
 
+/// What a probe found, for a message: the lost peers with their hosts, or that every peer answered, or
+/// (not probed) every peer.
+std::string probe_result_text(const std::vector<int>& unanswered, bool probed, double window_s) {
+  if (!probed) {
+    std::vector<int> all;
+    {
+      std::lock_guard lk(g_mu);
+      for (int r = 0; r < static_cast<int>(g_hosts.size()); ++r)
+        if (r != g_rank) all.push_back(r);
+    }
+    return "could not probe the peers; the peers were: " + describe_ranks(all);
+  }
+  if (unanswered.empty())
+    return "every peer answered a probe: no rank is lost, one is slow or waits elsewhere (raise dist.timeout_s "
+           "if the step is that slow)";
+  return "lost peers (no answer to a probe within " + fmt_s(window_s) + " s): " + describe_ranks(unanswered);
+}
+
 /// The watchdog gives up `s`: names the lost peers and ends the process. Watchdog thread only.
 [[noreturn]] void give_up(const Slot& s, double now, bool by_signal, const std::vector<int>& unanswered, bool probed,
                           double window_s) {
@@ -128,17 +146,7 @@ void responder_loop() {
     msg += " did not complete within dist.timeout_s = " + fmt_s(g_limit.load()) + " s";
   else
     msg += " waited " + fmt_s(now - s.start) + " s for peers and a probe went unanswered";
-  if (!probed) {
-    std::vector<int> all;
-    for (int r = 0; r < static_cast<int>(g_hosts.size()); ++r)
-      if (r != g_rank) all.push_back(r);
-    msg += "; could not probe the peers; the peers were: " + describe_ranks(all);
-  } else if (unanswered.empty()) {
-    msg += "; every peer answered a probe: no rank is lost, one is slow or waits elsewhere (raise dist.timeout_s "
-           "if the step is that slow)";
-  } else {
-    msg += "; lost peers (no answer to a probe within " + fmt_s(window_s) + " s): " + describe_ranks(unanswered);
-  }
+  msg += "; " + probe_result_text(unanswered, probed, window_s);
   msg += "; exiting with code " + std::to_string(s.exit_code) + " without MPI_Finalize (docs/exit_codes.md)";
   if (probed && !unanswered.empty()) {
     // The peers that answered may not be waiting (one in a long save, say) or may reach their limits
@@ -341,6 +349,13 @@ CollectiveWait::~CollectiveWait() {
   if (slot_ < 0) return;
   std::lock_guard lk(g_mu);
   g_slots[slot_].used = false;
+}
+
+std::string probe_peers_text(double window_s) {
+  const bool can_probe = can_probe_peers();
+  double window = 0;
+  const std::vector<int> lost = can_probe ? unanswered_peers(window_s, &window) : std::vector<int>{};
+  return probe_result_text(lost, can_probe, window);
 }
 
 bool collective_wait_open() { return !g_running.load() || t_open > 0; }

@@ -87,6 +87,12 @@ class CollectiveWait {
   bool counted_ = false;  ///< counted in this thread's open scopes (collective_wait_open)
 };
 
+/// Probes every peer as the watchdog does (at most `window_s` seconds; the UDP beacon, else over MPI)
+/// and says what it found: "lost peers (no answer to a probe within 5.0 s): node2 (ranks 2, 3)",
+/// "every peer answered a probe: ...", or, where no probe is set up, "could not probe the peers; the
+/// peers were: ...". For the messages of waits the watchdog does not end itself (NCCL's time limit).
+std::string probe_peers_text(double window_s);
+
 /// True while the calling thread is inside a CollectiveWait scope, or when the guard is not running:
 /// a blocking MPI call made where this is false has no time limit. For audits of the call sites
 /// (tests/guard/mpi_guard_audit.cpp checks every blocking MPI call of a run through the MPI profiling

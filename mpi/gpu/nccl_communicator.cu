@@ -35,6 +35,7 @@
 
 #include "cuda/check.hpp"
 #include "mpi/check.hpp"
+#include "mpi/collective_guard.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/gpu/poll_deadline.hpp"
 #include "src/base/bf16.hpp"
@@ -293,7 +294,8 @@ class NcclCommunicator final : public Communicator {
 
   [[noreturn]] void timeout(const std::string& op) {
     abort_comm();
-    throw RuntimeError(nccl_timeout_message(rank_, host_, op, timeout_s_, nccl_settings_text()));
+    // Name the lost peers as the collective guard does (the beacon answers without NCCL or MPI).
+    throw RuntimeError(nccl_timeout_message(rank_, host_, op, timeout_s_, nccl_settings_text(), probe_peers_text(kProbeWindowS)));
   }
 
   [[noreturn]] void fail(const std::string& op, const std::string& cause) {

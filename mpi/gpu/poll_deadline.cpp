@@ -23,10 +23,11 @@ std::string nccl_settings_text(char** env) {
 std::string nccl_settings_text() { return nccl_settings_text(environ); }
 
 std::string nccl_timeout_message(int rank, const std::string& host, const std::string& operation, double timeout_s,
-                                 const std::string& nccl_settings) {
+                                 const std::string& nccl_settings, const std::string& probe_result) {
   std::ostringstream os;
   os << "NCCL " << operation << " on rank " << rank << " (" << host << ") did not complete within " << timeout_s
-     << " s (dist.timeout_s); the NCCL communicator was aborted. A peer rank may have failed or stalled, or the "
+     << " s (dist.timeout_s); the NCCL communicator was aborted; " << probe_result
+     << ". A peer rank may have failed or stalled, or the "
         "network between the GPUs does not carry NCCL traffic. NCCL settings in effect: "
      << nccl_settings
      << ". Rerun with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET) to see where NCCL stops, and run "

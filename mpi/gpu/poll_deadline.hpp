@@ -34,9 +34,10 @@ std::string nccl_settings_text(char** env);
 std::string nccl_settings_text();
 
 /// The message of a collective that did not complete in time: rank and host, the operation, the
-/// limit, the NCCL_* settings, the likely causes, the hint to rerun with NCCL_DEBUG=INFO, and that
-/// the communicator was aborted.
+/// limit, that the communicator was aborted, what a probe of the peers found (`probe_result`, from
+/// probe_peers_text in mpi/collective_guard.hpp: the lost peers and their hosts), the likely causes,
+/// the NCCL_* settings and the hint to rerun with NCCL_DEBUG=INFO.
 std::string nccl_timeout_message(int rank, const std::string& host, const std::string& operation, double timeout_s,
-                                 const std::string& nccl_settings);
+                                 const std::string& nccl_settings, const std::string& probe_result);
 
 }  // namespace ht

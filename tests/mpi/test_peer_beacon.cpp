@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpi/collective_guard.hpp"
 #include "mpi/dist.hpp"
 #include "mpi/peer_beacon.hpp"
 
@@ -21,6 +22,8 @@ TEST_CASE("peer beacon: every live rank answers a probe", "[dist]") {
   CHECK(peer_beacon_unanswered(3.0).empty());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(s < 2.5);  // ends when the last answer arrives, not at the 3 s window (slack for a loaded machine)
+  // What error messages of waits outside the watchdog (NCCL's) say of the peers.
+  CHECK(probe_peers_text(3.0).rfind("every peer answered a probe", 0) == 0);
   // A probe that is told to end at once reports the peers that had not answered yet (or none).
   const auto cut = peer_beacon_unanswered(3.0, [] { return true; });
   CHECK(cut.size() <= static_cast<size_t>(d.world_size - 1));

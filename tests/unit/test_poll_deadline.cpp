@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "mpi/collective_guard.hpp"
 #include "mpi/gpu/poll_deadline.hpp"
 #include "tests/unit/text_test_util.hpp"
 
@@ -50,7 +51,12 @@ TEST_CASE("nccl_settings_text lists NCCL_* variables sorted", "[poll_deadline]")
 }
 
 TEST_CASE("nccl_timeout_message names rank, operation, limit, settings and the NCCL_DEBUG hint", "[poll_deadline]") {
-  const std::string m = nccl_timeout_message(3, "node7", "allreduce_average (2 pending)", 30, "NCCL_IB_DISABLE=1");
+  const std::string m = nccl_timeout_message(3, "node7", "allreduce_average (2 pending)", 30, "NCCL_IB_DISABLE=1",
+                                             "lost peers (no answer to a probe within 5.0 s): node8 (ranks 4, 5)");
   check_mentions(m, {"rank 3", "node7", "allreduce_average (2 pending)", "30 s", "NCCL_IB_DISABLE=1", "NCCL_DEBUG=INFO",
-                     "aborted"});
+                     "aborted", "lost peers (no answer to a probe within 5.0 s): node8 (ranks 4, 5)"});
+}
+
+TEST_CASE("probe_peers_text without probes set up says the peers could not be probed", "[poll_deadline]") {
+  CHECK(probe_peers_text(0.1).rfind("could not probe the peers", 0) == 0);
 }
