@@ -244,10 +244,17 @@ def kill_in_write(a, rng, target, first_only, delay_s):
     pid0 = a.ranks[0]
     skip = 0 if first_only else rng.randint(0, 6)  # which of the attempt's writes
     seen = 0
+    seen_now = []
+
+    def appeared():
+        # One listing, kept: a short write (LATEST) can be gone by a second one.
+        seen_now[:] = temporaries(pid0)
+        return bool(seen_now)
+
     while True:
-        if not a.wait(lambda: bool(temporaries(pid0))):
+        if not a.wait(appeared):
             return f"missed (no write #{seen + 1} seen)"
-        name = temporaries(pid0)[0]
+        name = seen_now[0]
         if seen == skip:
             break
         seen += 1
