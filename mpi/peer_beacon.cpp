@@ -68,8 +68,7 @@ std::vector<std::string> g_hosts;  // idem
 std::atomic<bool> g_ready{false};
 std::atomic<uint32_t> g_seq{1};
 std::mutex g_notice_mu;
-std::optional<PeerNotice> g_notice;  // the first notice received
-std::atomic<bool> g_have_notice{false};
+std::optional<PeerNotice> g_notice;  // the first notice received (under g_notice_mu)
 
 double now_s() {
   timespec ts{};
@@ -81,7 +80,7 @@ double now_s() {
 void take_notice(const Notice& m, ssize_t n, uint64_t id) {
   const int world = static_cast<int>(g_contacts.size());
   if (m.id != id || m.rank < 0 || m.rank >= world || m.nlisted > kNoticeRanks || m.nlisted > m.nlost ||
-      n != static_cast<ssize_t>(kNoticeHeader + m.nlisted * sizeof(int32_t)) || g_have_notice.load())
+      n != static_cast<ssize_t>(kNoticeHeader + m.nlisted * sizeof(int32_t)))
     return;
   PeerNotice out;
   out.from = m.rank;
@@ -89,9 +88,7 @@ void take_notice(const Notice& m, ssize_t n, uint64_t id) {
   for (uint32_t i = 0; i < m.nlisted; ++i)
     if (m.lost[i] >= 0 && m.lost[i] < world) out.lost.push_back(m.lost[i]);
   std::lock_guard lk(g_notice_mu);
-  if (g_notice) return;
-  g_notice = std::move(out);
-  g_have_notice = true;
+  if (!g_notice) g_notice = std::move(out);
 }
 
 // The answering thread: a ping carrying this process's id gets a pong back to its sender; a notice
@@ -273,8 +270,7 @@ void peer_beacon_notify_gave_up(const std::vector<int>& peers, const std::vector
 }
 
 std::optional<PeerNotice> peer_beacon_notice() {
-  if (!g_have_notice.load()) return std::nullopt;
-  std::lock_guard lk(g_notice_mu);
+  std::lock_guard lk(g_notice_mu);  // asked every 0.1 s by the guard's watchdog: a lock is cheap enough
   return g_notice;
 }
 
