@@ -96,7 +96,7 @@ CheckpointManager::~CheckpointManager() {
 CheckpointManager::StartPlan CheckpointManager::plan_start() {
   StartPlan plan;
   const std::string& dir = cfg_.run.dir;
-  auto warn = [](const std::string& w) { std::cerr << "hpctrain: warning: " << w << "\n" << std::flush; };
+  auto warn = [](const std::string& w) { std::cerr << ("hpctrain: warning: " + w + "\n") << std::flush; };  // one write
   if (cfg_.run.fresh && !list_checkpoints(dir).empty()) {
     char stamp[32];
     std::snprintf(stamp, sizeof stamp, "%lld", static_cast<long long>(std::time(nullptr)));

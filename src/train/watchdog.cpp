@@ -183,8 +183,9 @@ std::vector<WatchdogWarning> Watchdog::on_step(const StepMetrics& m, MetricsWrit
     if (it != last_.end() && now - it->second < std::chrono::duration<double>(opt_.repeat_minutes * 60)) continue;
     last_[w.kind] = now;
     ++emitted_;
-    std::cerr << "hpctrain: warning (watchdog, steps " << first << "-" << last << "): " << w.message
-              << "; knob: " << w.knob << "\n"
+    // One write: another rank's output must not split the line.
+    std::cerr << ("hpctrain: warning (watchdog, steps " + std::to_string(first) + "-" + std::to_string(last) +
+                  "): " + w.message + "; knob: " + w.knob + "\n")
               << std::flush;
     if (metrics) {
       nlohmann::json j = {{"event", "warning"}, {"source", "watchdog"}, {"kind", w.kind},
