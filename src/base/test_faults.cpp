@@ -18,6 +18,7 @@ const std::vector<TestFaultName>& test_fault_names() {
       {"ckpt_write_delay_ms", "checkpoint: sleep this long half-way through each checkpoint write"},
       {"signal_at_step", "checkpoint: send SIGTERM to this process after this step (on signal_rank)"},
       {"signal_rank", "checkpoint: the rank that signals itself (default 0)"},
+      {"conv.fast_path_error", "conv2d (CPU): perturb the fast algorithm's result in the fast-path check for these passes (forward, backward_data, backward_weights, all)"},
       {"verify.child_crash", "verify: the vetting child raises SIGSEGV on a file whose path contains this text"},
       {"verify.child_hang", "verify: the vetting child sleeps forever on a file whose path contains this text"},
       {"doctor.gpu_uuids", "doctor: visible GPUs as comma-separated UUIDs, or none"},

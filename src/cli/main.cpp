@@ -52,6 +52,13 @@ int finish(int code, bool from_exception) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First of all: a preemption signal can come as soon as the process exists (sbatch --time at or
+  // below train.sbatch's USR1 lead time, a job preempted while it starts). With the flag handler in
+  // place it stops the run with a checkpoint at its first step boundary instead of killing the rank
+  // (exit 138); a signal already pending (blocked by the launcher) is taken by the handler too, once
+  // isolate_signals_to_receiver_thread() below starts the thread that receives it. The configured
+  // checkpoint.signals replace the default set when the config has been read (cmd_train.cpp).
+  if (argc >= 2 && !std::strcmp(argv[1], "train")) ht::install_stop_signals(ht::Config{}.checkpoint.signals);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage();
     return argc < 2 ? ht::kExitUsage : ht::kExitOk;
@@ -77,11 +84,6 @@ int main(int argc, char** argv) {
     }
   }
   ht::isolate_signals_to_receiver_thread();  // before MPI and every other thread (src/train/signals.hpp)
-  // A preemption signal can come at once (sbatch --time at or below train.sbatch's USR1 lead time, a
-  // job preempted while it starts): catch the default set before MPI_Init, so such a signal stops the
-  // run with a checkpoint at its first step boundary instead of killing the rank (exit 138). The
-  // configured checkpoint.signals replace it when the config has been read (cmd_train.cpp).
-  if (cmd == "train") ht::install_stop_signals(ht::Config{}.checkpoint.signals);
   // Every wait on peers is bounded, MPI_Init included (mpi/collective_guard.hpp); 300 s is
   // dist.timeout_s's default until a command sets the configured limit.
   ht::collective_guard_start(300);

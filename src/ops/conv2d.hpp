@@ -17,4 +17,18 @@ void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, c
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 
+/// The largest relative difference (2-norm of the pass's result, uniform random data in [-1, 1))
+/// a fast convolution algorithm may have from oneDNN's direct convolution for a CPU pass to use it
+/// (docs/precision.md#convolution-plans). Direct convolution itself is about 2e-7 from float64.
+inline constexpr double kConvFastPathBound = 1e-5;
+
+/// The oneDNN algorithm of each pass of a float32 CPU convolution of shape sh once the fast-path
+/// check has run for it ("direct", "winograd" or "auto"; the check runs now if it has not yet).
+struct Conv2dCpuPlan {
+  std::string forward, backward_data, backward_weights;
+};
+Conv2dCpuPlan conv2d_cpu_plan(const Conv2dShape& sh);
+/// Seconds this process has spent in fast-path checks (their start-up cost).
+double conv2d_cpu_check_seconds();
+
 }  // namespace ht

@@ -8,13 +8,21 @@
 // at the boundary (dnnl_util::Staged). Primitives and reorders are built once per shape and kept
 // in the caller's OpCache; a shape (or bias presence) change rebuilds them. Reordered copies live
 // only within a call, in the thread's workspace slots (memory = max over layers, not the sum).
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "src/ops/conv2d.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/dnnl_weighted_op.hpp"
+#include "src/base/test_faults.hpp"
+#include "src/ops/cpu_precision.hpp"
 
 namespace ht::cpu {
 namespace {
@@ -27,11 +35,12 @@ using dnnl::memory;
 ///  - 1x1 filters: plain NCHW/OIHW, no reorders (oneDNN's GEMM-based kernel beats blocked layouts
 ///    plus the reorders they need);
 ///  - 3x3 stride 1 with >= 32 input and output channels: Winograd F(4x4,3x3) in blocked layouts,
-///    1.6-2x faster than direct on ResNet layers, 1.1x on fmnist's 32->64 (relative error up to
-///    ~5e-6 of max|y| instead of ~3e-7); the 3->64 stem was 3x slower with it;
+///    1.6-2x faster than direct on ResNet layers, 1.1x on fmnist's 32->64; the 3->64 stem was 3x
+///    slower with it;
 ///  - everything else: direct convolution, oneDNN's choice of layout (nChw16c) with reorders.
 /// HT_CONV_LAYOUT=any|plain and HT_CONV_ALGO=direct|winograd|auto override it (benchmarking, or
-/// direct-only runs for the tightest agreement with other frameworks).
+/// direct-only runs for the tightest agreement with other frameworks). A pass planned with another
+/// algorithm than direct runs it only after the fast-path check below has proven it accurate.
 struct Plan {
   bool any_layout = true;
   dnnl::algorithm algo = dnnl::algorithm::convolution_direct;
@@ -43,6 +52,7 @@ struct ConvKey {
   DType t = DType::f32;
 };
 
+/// The plan before the fast-path check.
 Plan plan_for(const ConvKey& key) {
   const Conv2dShape& sh = key.sh;
   Plan p;
@@ -63,6 +73,33 @@ Plan plan_for(const ConvKey& key) {
     p.algo = dnnl::algorithm::convolution_winograd;
   if (!p.any_layout && p.algo == dnnl::algorithm::convolution_winograd) p.algo = dnnl::algorithm::convolution_direct;
   return p;
+}
+
+/// The three passes of a convolution.
+enum Pass { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
+constexpr const char* kPassNames[3] = {"forward", "backward_data", "backward_weights"};
+
+/// The algorithm each pass runs, after the check.
+struct PassAlgos {
+  dnnl::algorithm algo[3] = {dnnl::algorithm::convolution_direct, dnnl::algorithm::convolution_direct,
+                             dnnl::algorithm::convolution_direct};
+};
+
+/// Which plan the primitive builders follow: the checked one (what the op runs), the unchecked
+/// candidate and plain direct convolution (the two sides of the check).
+enum class PlanKind { checked, candidate, direct };
+
+PassAlgos checked_algos(const ConvKey& key);
+
+/// Seconds this process spent in fast-path checks.
+std::atomic<double> g_check_seconds{0};
+
+/// The algorithm pass `pass` of key uses under plan kind K.
+template <PlanKind K>
+dnnl::algorithm algo_for(const ConvKey& key, Pass pass) {
+  if constexpr (K == PlanKind::direct) return dnnl::algorithm::convolution_direct;
+  else if constexpr (K == PlanKind::candidate) return plan_for(key).algo;
+  else return checked_algos(key).algo[pass];
 }
 
 /// Creates a primitive descriptor with algorithm `algo`, falling back to direct convolution when
@@ -111,31 +148,38 @@ struct Descs {
   }
 };
 
-/// The oneDNN convolution primitives for dnnl_util::WeightedOpCache.
+/// The oneDNN convolution primitives for dnnl_util::WeightedOpCache, each pass with the algorithm
+/// plan kind K gives it.
+template <PlanKind K>
 struct ConvTraits : du::WeightedTraits<ConvKey, dnnl::convolution_forward, dnnl::convolution_backward_data,
                                     dnnl::convolution_backward_weights, Descs> {
+  using Fwd = dnnl::convolution_forward;
+  using BwdData = dnnl::convolution_backward_data;
+  using BwdWeights = dnnl::convolution_backward_weights;
+  using Shape = ConvKey;
   static bool same(const Shape& a, const Shape& b) { return same_shape(a, b); }
   static ConvKey key(const Conv2dShape& sh, DType x, DType) { return ConvKey{sh, x}; }
 
-  static Fwd::primitive_desc fwd(const Shape& sh, bool bias) {
+  static typename Fwd::primitive_desc fwd(const Shape& sh, bool bias) {
     const Descs d(sh);
-    return make_pd<Fwd::primitive_desc>(plan_for(sh).algo, [&](dnnl::algorithm a) {
+    return make_pd<typename Fwd::primitive_desc>(algo_for<K>(sh, kForward), [&](dnnl::algorithm a) {
       const auto pk = dnnl::prop_kind::forward_training;
       return bias ? Fwd::desc(pk, a, d.x_any, d.w_any, d.b, d.y_any, d.strides, d.pad, d.pad)
                   : Fwd::desc(pk, a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad);
     });
   }
-  static BwdData::primitive_desc bwd_data(const Shape& sh, const Fwd::primitive_desc& hint) {
+  static typename BwdData::primitive_desc bwd_data(const Shape& sh, const typename Fwd::primitive_desc& hint) {
     const Descs d(sh);
-    return make_pd<BwdData::primitive_desc>(
-        plan_for(sh).algo,
+    return make_pd<typename BwdData::primitive_desc>(
+        algo_for<K>(sh, kBackwardData),
         [&](dnnl::algorithm a) { return BwdData::desc(a, d.x_any, d.w_any, d.y_any, d.strides, d.pad, d.pad); },
         hint);
   }
-  static BwdWeights::primitive_desc bwd_weights(const Shape& sh, bool bias, const Fwd::primitive_desc& hint) {
+  static typename BwdWeights::primitive_desc bwd_weights(const Shape& sh, bool bias,
+                                                        const typename Fwd::primitive_desc& hint) {
     const Descs d(sh);
-    return make_pd<BwdWeights::primitive_desc>(
-        plan_for(sh).algo,
+    return make_pd<typename BwdWeights::primitive_desc>(
+        algo_for<K>(sh, kBackwardWeights),
         [&](dnnl::algorithm a) {
           return bias ? BwdWeights::desc(a, d.x_any, d.dw_any, d.b, d.y_any, d.strides, d.pad, d.pad)
                       : BwdWeights::desc(a, d.x_any, d.dw_any, d.y_any, d.strides, d.pad, d.pad);
@@ -144,8 +188,119 @@ struct ConvTraits : du::WeightedTraits<ConvKey, dnnl::convolution_forward, dnnl:
   }
 };
 
+/// Uniform values in [-1, 1) from a fixed seed (the check's data: the same on every rank and run).
+void fill_uniform(Tensor& t, uint64_t seed) {
+  float* p = t.data<float>();
+  uint64_t x = seed;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;  // Knuth's MMIX LCG
+    p[i] = static_cast<float>(static_cast<double>(x >> 11) * 0x1.0p-52 - 1.0);
+  }
+}
+
+/// Relative error of a against b in the 2-norm.
+double rel_l2(const Tensor& a, const Tensor& b) {
+  double num = 0, den = 0;
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    num += (double(pa[i]) - pb[i]) * (double(pa[i]) - pb[i]);
+    den += double(pb[i]) * pb[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
+}
+
+const char* algo_name(dnnl::algorithm a) {
+  switch (a) {
+    case dnnl::algorithm::convolution_winograd: return "winograd";
+    case dnnl::algorithm::convolution_auto: return "auto";
+    default: return "direct";
+  }
+}
+
+/// The fast-path check (docs/precision.md#convolution-plans): runs the planned (candidate) primitives
+/// and direct convolution on the same uniform random x, w and dy of the exact shape, and keeps the
+/// candidate for each pass whose result (y, dx or dw) is within kConvFastPathBound of direct's;
+/// any other pass runs direct convolution, said in one line on stderr. Test fault
+/// conv.fast_path_error=PASS[,PASS...] (forward, backward_data, backward_weights or all) adds a
+/// relative error of 1e-3 to the candidate's result of those passes here, as a wrong kernel would.
+PassAlgos check_fast_path(const ConvKey& key) {
+  const Conv2dShape& sh = key.sh;
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor x = Tensor::empty({sh.n, sh.c, sh.h, sh.w}), w = Tensor::empty({sh.k, sh.c, sh.r, sh.s}),
+         dy = Tensor::empty({sh.n, sh.k, sh.p(), sh.q()});
+  fill_uniform(x, 1);
+  fill_uniform(w, 2);
+  fill_uniform(dy, 3);
+  Tensor out[2][3];  // [candidate, direct][pass]
+  du::WeightedOpCache<ConvTraits<PlanKind::candidate>> fast;
+  du::WeightedOpCache<ConvTraits<PlanKind::direct>> ref;
+  for (int side = 0; side < 2; ++side) {
+    Tensor& y = out[side][kForward] = Tensor::empty(dy.shape());
+    Tensor& dx = out[side][kBackwardData] = Tensor::empty(x.shape());
+    Tensor& dw = out[side][kBackwardWeights] = Tensor::empty(w.shape());
+    if (side == 0) {
+      fast.forward(key, x.raw(), w.raw(), nullptr, y.raw());
+      fast.backward(key, x.raw(), w.raw(), dy.raw(), dx.raw(), dw.raw(), nullptr, false);
+    } else {
+      ref.forward(key, x.raw(), w.raw(), nullptr, y.raw());
+      ref.backward(key, x.raw(), w.raw(), dy.raw(), dx.raw(), dw.raw(), nullptr, false);
+    }
+  }
+  const std::string faulty = TestFaults::get().text("conv.fast_path_error").value_or("");
+  const dnnl::algorithm candidate = plan_for(key).algo;
+  PassAlgos chosen;
+  for (int pass = 0; pass < 3; ++pass) {
+    if (faulty == "all" || faulty.find(kPassNames[pass]) != std::string::npos) {
+      float* p = out[0][pass].data<float>();
+      for (int64_t i = 0; i < out[0][pass].numel(); ++i) p[i] *= (i % 2 ? 1.002f : 0.998f);  // ~1e-3 relative
+    }
+    const double err = rel_l2(out[0][pass], out[1][pass]);
+    if (err <= kConvFastPathBound) {
+      chosen.algo[pass] = candidate;
+      continue;
+    }
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "hpctrain: warning: conv2d %dx%d %d->%d on %dx%dx%d (batch %d), %s: oneDNN's %s result differs from "
+                  "direct convolution by %.1e (bound %.0e, docs/precision.md#convolution-plans) on this CPU (%s): this "
+                  "pass runs direct convolution\n",
+                  sh.r, sh.s, sh.c, sh.k, sh.c, sh.h, sh.w, sh.n, kPassNames[pass], algo_name(candidate), err,
+                  kConvFastPathBound, onednn_cpu_isa().c_str());
+    std::fputs(line, stderr);  // one write, so ranks' lines do not interleave
+  }
+  g_check_seconds.fetch_add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return chosen;
+}
+
+/// The checked plan of key: the check runs once per shape and process (under a lock; a handful of
+/// shapes per model), the first time a primitive of that shape is built.
+PassAlgos checked_algos(const ConvKey& key) {
+  static std::mutex mu;
+  static std::vector<std::pair<ConvKey, PassAlgos>> checked;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [k, a] : checked)
+    if (same_shape(k, key)) return a;
+  PassAlgos a;  // direct everywhere unless the plan has a fast path
+  if (plan_for(key).algo != dnnl::algorithm::convolution_direct) a = check_fast_path(key);
+  checked.emplace_back(key, a);
+  return a;
+}
+
 }  // namespace
 
-const Conv2dHalf conv2d = du::weighted_op_half<ConvTraits, Conv2dShape>();
+const Conv2dHalf conv2d = du::weighted_op_half<ConvTraits<PlanKind::checked>, Conv2dShape>();
 
 }  // namespace ht::cpu
+
+namespace ht {
+
+Conv2dCpuPlan conv2d_cpu_plan(const Conv2dShape& sh) {
+  const cpu::ConvKey key{sh, DType::f32};
+  const cpu::PassAlgos a = cpu::checked_algos(key);
+  return {cpu::algo_name(a.algo[cpu::kForward]), cpu::algo_name(a.algo[cpu::kBackwardData]),
+          cpu::algo_name(a.algo[cpu::kBackwardWeights])};
+}
+
+double conv2d_cpu_check_seconds() { return cpu::g_check_seconds.load(); }
+
+}  // namespace ht

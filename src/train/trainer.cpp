@@ -37,6 +37,7 @@ TrainSummary Trainer::run() {
   run_start_step_ = prog_.step;
   train_s_ = 0;
   bool stop = prog_.step >= total_steps_;
+  if (stop && cfg_.train.eval) evaluate_final_again();
   bool interrupted = false;  // stopped by the checkpoint hook (signal, failed checkpoint write)
   for (int epoch = prog_.epoch; !stop && (cfg_.train.epochs == 0 || epoch < cfg_.train.epochs); ++epoch) {
     prog_.epoch = epoch;

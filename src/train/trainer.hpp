@@ -186,6 +186,9 @@ class Trainer {
 
   // ---- evaluation and checks (trainer_eval.cpp) ----
   void evaluate(int epoch);
+  /// A start that resumes from the final checkpoint (a run killed after its last save, before its
+  /// run_end) evaluates the final model again, so the run's record ends with its test accuracy.
+  void evaluate_final_again();
   /// Verifies that every rank holds bit-identical parameters; throws RuntimeError otherwise.
   bool check_replicas();
 

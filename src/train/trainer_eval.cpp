@@ -72,4 +72,16 @@ void Trainer::evaluate(int epoch) {
   }
 }
 
+void Trainer::evaluate_final_again() {
+  // The epoch the last step belongs to (0-based): the one just finished, or the one max_steps ended inside.
+  const int epoch = prog_.step_in_epoch == 0 && prog_.epoch > 0 ? prog_.epoch - 1 : prog_.epoch;
+  if (rank_ == 0) {
+    std::printf("resumed at the final step %lld: evaluating the final model again for the run's record\n",
+                static_cast<long long>(prog_.step));
+    std::fflush(stdout);
+  }
+  TraceSpan s(trace_, "evaluate");
+  evaluate(epoch);
+}
+
 }  // namespace ht
