@@ -385,6 +385,7 @@ class Run:
                                  if S["train_s"] + S["checkpoint_lost_s"] > 0 else 0.0)
         # Accuracy.
         top = [(num(e.get("top1")), int(num(e.get("epoch")) or 0)) for e in self.evals if num(e.get("top1")) is not None]
+        S["evaluations"] = len(self.evals)  # one per epoch: a repeated evaluation (resume at the end) counts once
         S["final_top1"] = top[-1][0] if top else None
         S["best_top1"] = max(top)[0] if top else None
         S["best_top1_epoch"] = max(top)[1] if top else None

@@ -49,16 +49,22 @@ int finish(int code, bool from_exception) {
   return code;
 }
 
+// A preemption signal can come as soon as the process exists (sbatch --time at or below
+// train.sbatch's USR1 lead time, a job preempted while it starts). Loading the CUDA, MPI and oneDNN
+// libraries takes 0.1-0.3 s before main (their constructors), and a TERM or USR1 then would kill the
+// rank (exit 138). So `hpctrain train` installs the flag handler for the default checkpoint.signals
+// from the executable's .preinit_array, which the loader runs before any library's constructor: such
+// a signal stops the run with a checkpoint at its first step boundary. The configured set replaces it
+// once the config has been read (cmd_train.cpp).
+void install_stop_signals_before_libraries(int argc, char** argv, char**) {
+  if (argc >= 2 && !std::strcmp(argv[1], "train")) ht::install_stop_signals(ht::Config{}.checkpoint.signals);
+}
+__attribute__((section(".preinit_array"), used)) void (*const preinit_stop_signals)(int, char**, char**) =
+    install_stop_signals_before_libraries;
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // First of all: a preemption signal can come as soon as the process exists (sbatch --time at or
-  // below train.sbatch's USR1 lead time, a job preempted while it starts). With the flag handler in
-  // place it stops the run with a checkpoint at its first step boundary instead of killing the rank
-  // (exit 138); a signal already pending (blocked by the launcher) is taken by the handler too, once
-  // isolate_signals_to_receiver_thread() below starts the thread that receives it. The configured
-  // checkpoint.signals replace the default set when the config has been read (cmd_train.cpp).
-  if (argc >= 2 && !std::strcmp(argv[1], "train")) ht::install_stop_signals(ht::Config{}.checkpoint.signals);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage();
     return argc < 2 ? ht::kExitUsage : ht::kExitOk;

@@ -79,4 +79,28 @@ if ev:
     check(abs(e["interval_s"] - math.sqrt(2 * e["cost_s"] * 0.6)) < 1e-6 * e["interval_s"],
           f"interval {e['interval_s']:.3f} s = sqrt(2 x C {e['cost_s']:.4f} s x 0.6 s)")
     check(metrics(yd, "checkpoint")[0]["reason"] == "young_daly_measure", "the first checkpoint measures the cost")
+
+# A run killed after its final checkpoint and evaluation, before its run_end (a Slurm job preempted
+# in its last seconds): the rerun resumes at the final step, evaluates the final model again and
+# writes a run_end with the run's test accuracy; the report counts that evaluation once.
+fe = fresh_dir("final_eval")
+rc, out = run(A("--run.dir", fe, train__eval="true"))
+end = metrics(fe, "run_end")
+check(rc == 0 and end and end[-1]["test_top1"] >= 0, f"a run with evaluation finishes (exit {rc})") or print(out)
+if end:
+    want = end[-1]["test_top1"]
+    path = os.path.join(fe, "metrics.jsonl")
+    lines = open(path).read().splitlines(keepends=True)
+    last_end = max(i for i, l in enumerate(lines) if '"run_end"' in l)
+    open(path, "w").writelines(lines[:last_end])  # as if killed before its run_end
+    rc, out = run(A("--run.dir", fe, train__eval="true"))
+    end2 = metrics(fe, "run_end")
+    check(rc == 0 and "evaluating the final model again" in out, f"the rerun at the final step evaluates (exit {rc})") or print(out)
+    check(end2 and end2[-1]["test_top1"] == want, f"its run_end has the run's test top-1 {want} "
+          f"(got {end2[-1]['test_top1'] if end2 else None})")
+    rep = subprocess.run([HT, "report", fe, "--out", os.path.join(fe, "report")], capture_output=True, text=True)
+    runs = json.load(open(os.path.join(fe, "report", "summary.json")))["runs"] if rep.returncode == 0 else [{}]
+    check(rep.returncode == 0 and runs[0].get("evaluations") == 1 and runs[0].get("final_top1") == want,
+          f"the report counts one evaluation, top-1 {want} (exit {rep.returncode})") or print(rep.stdout + rep.stderr, runs)
+
 finish()

@@ -11,7 +11,10 @@ uninterrupted run.
   d) SIGUSR1 to mpirun while the ranks are still starting (rank 0 waits for the run directory's lock,
      held here by the test): a job whose time limit is at or below train.sbatch's USR1 lead time gets
      it at once. The ranks must not die of it (exit 138): they stop after their first step with a
-     checkpoint, exit 75, and the rerun ends bitwise equal."""
+     checkpoint, exit 75, and the rerun ends bitwise equal.
+  e) SIGUSR1 while the libraries initialise, before main (a preloaded library's constructor sends it,
+     deterministically): the handler installed from the executable's .preinit_array takes it as a
+     stop request (exit 75 after step 1) instead of the rank dying of it (exit 138)."""
 import fcntl
 from common import *
 
@@ -127,4 +130,23 @@ def usr1_while_starting():
 
 
 usr1_while_starting()
+
+
+def usr1_before_main():
+    name = "usr1_before_main"
+    d = fresh_dir(name)
+    os.makedirs(d)
+    src, lib = os.path.join(d, "early_usr1.c"), os.path.join(d, "early_usr1.so")
+    with open(src, "w") as f:  # unsetenv: the MPI daemon that a singleton rank starts must not get it too
+        f.write("#include <signal.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+                "__attribute__((constructor)) static void early_usr1(void) "
+                "{ unsetenv(\"LD_PRELOAD\"); kill(getpid(), SIGUSR1); }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, src], check=True)
+    rc, out = run(BASE + ["--run.dir", os.path.join(d, "run")], env={"LD_PRELOAD": lib})
+    check(rc == 75, f"{name}: exit code {rc} (want 75: stopped with a checkpoint, not 138)") or print(out)
+    check("stopped by SIGUSR1 after step 1" in out, f"{name}: stopped after step 1") or print(out)
+    check(latest(os.path.join(d, "run")) == ckpt(os.path.join(d, "run"), 1), f"{name}: LATEST names the step-1 checkpoint")
+
+
+usr1_before_main()
 finish()
