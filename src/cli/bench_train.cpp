@@ -13,6 +13,7 @@
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
+#include "src/ops/conv2d.hpp"
 #include "src/train/config.hpp"
 #include "src/train/precision.hpp"
 #include "src/train/trainer.hpp"
@@ -62,7 +63,9 @@ int bench_train(const Args& args) {
                           {"height", cfg.data.synthetic_height}, {"width", cfg.data.synthetic_width},
                           {"parameters", trainer.model().params().num_params()},
                           {"precision", to_string(cfg.train.precision)}, {"peak_rss_bytes", peak_rss_bytes()},
-                          {"grad_dtype", to_string(cfg.dist.grad_dtype)}};
+                          {"grad_dtype", to_string(cfg.dist.grad_dtype)},
+                          // Start-up cost of the convolution fast-path check (docs/precision.md), in the warm-up.
+                          {"conv_check_s", conv2d_cpu_check_seconds()}};
     // Bucket timeline of the last timed step on rank 0 (launch time since the step's forward began,
     // bytes per bucket, launch order): scripts/scaling_study.py models overlap from it.
     if (const GradBucketer* b = trainer.bucketer()) {
