@@ -2,6 +2,7 @@
 // (src/train/trainer.cpp), checkpointing through src/train/checkpoint_manager.cpp.
 #include <boost/program_options.hpp>
 
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -57,13 +58,38 @@ CheckpointArgs parse_checkpoint_args(const std::vector<std::string>& extra) {
   return a;
 }
 
+namespace {
+/// `hpctrain train --help`: the arguments, then every config key with its type, default, accepted
+/// values and meaning, from the key table that drives parsing (docs/config.md lists the same).
+void print_train_help() {
+  std::string out =
+      "usage: hpctrain train [--config FILE] [--section.key value ...] [--init-from CHECKPOINT [--reset-head]]\n"
+      "  --config FILE           INI file of the keys below (flags override it); configs/*.ini, docs/config.md\n"
+      "  --init-from CHECKPOINT  start at step 0 from a checkpoint's parameters and buffers (another run's, or\n"
+      "                          scripts/import_torch.py's); when run.dir has checkpoints the run resumes\n"
+      "                          instead and says so (a requeued job)\n"
+      "  --reset-head            with --init-from: re-initialise the last linear layer (a new class count)\n"
+      "config keys: --section.key VALUE, or key = VALUE under [section] in the file (type, default, meaning):\n";
+  std::string section;
+  for (const ConfigKey& k : config_key_table()) {
+    const std::string s = k.name.substr(0, k.name.find('.'));
+    if (s != section) out += "[" + (section = s) + "]\n";
+    const std::string accepts = !k.range.empty()     ? " (in " + k.range + ")"
+                                : !k.choices.empty() ? " (one of " + k.choices + ")"
+                                                     : "";
+    char line[512];
+    std::snprintf(line, sizeof line, "  --%-32s %-6s = %-12s %s%s\n", k.name.c_str(), k.type.c_str(),
+                  k.default_text.empty() ? "\"\"" : k.default_text.c_str(), k.help.c_str(), accepts.c_str());
+    out += line;
+  }
+  std::cout << out << std::flush;
+}
+}  // namespace
+
 int cmd_train(const Args& args) {
   for (const auto& a : args)
     if (a == "--help" || a == "-h") {
-      if (dist().rank == 0) {
-        std::cout << "usage: hpctrain train --config FILE [--section.key value ...]\nkeys:\n";
-        for (const auto& k : config_keys()) std::cout << "  --" << k << "\n";
-      }
+      if (dist().rank == 0) print_train_help();
       return kExitOk;
     }
   std::vector<std::string> extra;

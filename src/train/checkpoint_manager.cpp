@@ -50,7 +50,7 @@ std::string signal_name(int s) {
 struct CheckpointManager::StartPlan {
   std::string mode = "fresh";   ///< fresh | resume | init
   std::string from;             ///< the checkpoint resumed or initialised from
-  bool config_differs = false;  ///< resume: the saved config text differs from this run's
+  std::vector<std::string> config_changes;  ///< resume: keys whose saved value differs ("key A -> B")
   TrainingState state;          ///< rank 0: the state to restore (resume, init)
 };
 
@@ -131,7 +131,13 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
     const CheckpointData& d = loaded->data;
     plan.mode = "resume";
     plan.from = loaded->path;
-    plan.config_differs = d.strings.count("config") && d.strings.at("config") != to_ini(cfg_);
+    if (d.strings.count("config") && d.strings.at("config") != to_ini(cfg_)) {
+      try {
+        plan.config_changes = config_differences(parse_config_text(d.strings.at("config"), plan.from), cfg_);
+      } catch (const UsageError& e) {  // saved by another version: say so rather than guess
+        plan.config_changes = {std::string("(the saved config does not parse here: ") + e.what() + ")"};
+      }
+    }
     plan.state = training_state_from_checkpoint(std::move(loaded->data), loaded->path);
   } else if (had_any) {
     std::string why;
@@ -230,7 +236,16 @@ void CheckpointManager::start() {
                 plan.from.c_str(), static_cast<long long>(p.step), p.epoch + 1,
                 static_cast<long long>(p.step_in_epoch), static_cast<long long>(steps_per_epoch_), lr,
                 static_cast<long long>(saved_world), world_);
-    if (plan.config_differs) std::printf("hpctrain: note: the config differs from the one saved in the checkpoint\n");
+    if (!plan.config_changes.empty()) {
+      std::string list;
+      for (const auto& c : plan.config_changes) list += (list.empty() ? "" : ", ") + c;
+      std::printf("hpctrain: note: the config differs from the one saved in the checkpoint: %s\n", list.c_str());
+    }
+    if (!args_.init_from.empty())
+      std::printf("hpctrain: note: ignoring --init-from %s: run.dir = %s has checkpoints, so this run resumes at step "
+                  "%lld (a new run.dir, or --run.fresh true, starts from %s instead)\n",
+                  args_.init_from.c_str(), cfg_.run.dir.c_str(), static_cast<long long>(p.step),
+                  args_.init_from.c_str());
     const int64_t saved_total = plan.state.total_steps;
     if (saved_total > 0 && saved_total != total_steps_ && cfg_.optim.schedule != LrSchedule::constant) {
       // The schedule is a function of the planned length: a changed train.max_steps or train.epochs

@@ -133,11 +133,24 @@ Config parse_config(const std::vector<std::string>& args, std::vector<std::strin
 /// Parses INI text (as written by to_ini) into a Config; `origin` names it in errors.
 Config parse_config_text(const std::string& ini, const std::string& origin);
 
-/// The effective config as INI text, every key with its value, sections in a fixed order.
+/// The effective config as INI text, every key with its value (numbers in the shortest text that
+/// reads back exactly), sections in a fixed order.
 std::string to_ini(const Config& c);
 
 /// All valid keys ("section.key").
 std::vector<std::string> config_keys();
+
+/// One config key as --help and docs/config.md describe it: the type ("int", "float", "bool",
+/// "string"), the default as to_ini writes it, one line of meaning, for numeric keys the accepted
+/// interval ("[1, 1e+12]") and for enum keys their values ("cpu, cuda, auto"); empty otherwise.
+struct ConfigKey {
+  std::string name, type, default_text, help, range, choices;
+};
+/// Every key in to_ini's order: the list that drives parsing and validation.
+std::vector<ConfigKey> config_key_table();
+
+/// The keys whose values differ between a and b, each as "key A -> B" (to_ini's spelling).
+std::vector<std::string> config_differences(const Config& a, const Config& b);
 
 /// The closest valid key to `key` by edit distance (for "did you mean").
 std::string closest_key(const std::string& key);

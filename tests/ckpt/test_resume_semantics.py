@@ -103,4 +103,17 @@ if end:
     check(rep.returncode == 0 and runs[0].get("evaluations") == 1 and runs[0].get("final_top1") == want,
           f"the report counts one evaluation, top-1 {want} (exit {rep.returncode})") or print(rep.stdout + rep.stderr, runs)
 
+# A rerun with --init-from on a run directory that has checkpoints resumes, and says that it ignores
+# --init-from (a requeued fine-tuning job keeps its command line); a changed key is named with both values.
+rc, out = run(A("--run.dir", fe, "--init-from", src, train__eval="true", optim__lr="0.02"))
+check(rc == 0 and f"ignoring --init-from {src}" in out and "resumes at step 12" in out,
+      f"--init-from on a run with checkpoints is ignored out loud (exit {rc})") or print(out)
+check("the config differs from the one saved in the checkpoint: optim.lr 0.01 -> 0.02" in out,
+      "the changed key is named with both values") or print(out)
+
+# A zero that used to crash (SIGFPE, exit 136): refused before anything runs, naming the key.
+rc, out = run(A("--run.dir", fresh_dir("log0"), train__log_every_steps="0"))
+check(rc == 2 and "train.log_every_steps = 0: must be in [1, 1e+12]" in out,
+      f"train.log_every_steps = 0 is refused with exit 2 (exit {rc})") or print(out)
+
 finish()

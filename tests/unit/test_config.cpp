@@ -130,3 +130,68 @@ TEST_CASE("closest_key suggests what a person meant, including names from other 
   CHECK(closest_key("optim.momentun") == "optim.momentum");
   CHECK(closest_key("lr") == "optim.lr");
 }
+
+TEST_CASE("config: every numeric key has a range; 0, -1 and a huge value are accepted inside it or refused naming the key",
+          "[config]") {
+  int numeric = 0;
+  for (const ConfigKey& k : config_key_table()) {
+    if (k.type != "int" && k.type != "float") {
+      CHECK(k.range.empty());
+      continue;
+    }
+    ++numeric;
+    INFO("key " << k.name << " range " << k.range);
+    REQUIRE_FALSE(k.range.empty());
+    for (const char* v : {"0", "-1", "1e30", "-1e30", "nan", "inf", "twelve"}) {
+      INFO("value " << v);
+      try {
+        const Config c = parse_config({"--data.synthetic", "--" + k.name, v});
+        // Accepted only where it is in range (the generic check runs last; the huge, non-finite and
+        // non-numeric values are outside every range).
+        CHECK(to_ini(c).find(k.name.substr(k.name.find('.') + 1) + " = ") != std::string::npos);
+        CHECK(std::string(v) != "1e30");
+        CHECK(std::string(v) != "-1e30");
+        CHECK(std::string(v) != "inf");
+        CHECK(std::string(v) != "nan");
+        CHECK(std::string(v) != "twelve");
+      } catch (const UsageError& e) {
+        const std::string m = e.what();
+        CHECK(m.find(k.name + " = ") != std::string::npos);  // names the key and the value, then why
+      }
+    }
+  }
+  CHECK(numeric >= 50);
+}
+
+TEST_CASE("config: integers in floating notation, typed errors, the zero that crashed", "[config]") {
+  CHECK(parse_config({"--data.synthetic", "--train.max_steps", "1e3"}).train.max_steps == 1000);
+  CHECK(parse_config({"--data.synthetic", "--train.max_steps", "2.5e3"}).train.max_steps == 2500);
+  auto message = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "--data.synthetic");
+    try {
+      parse_config(args);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(message({"--train.max_steps", "1.5"}) == "command line: train.max_steps = 1.5: must be an integer");
+  CHECK(message({"--optim.lr", "fast"}) == "command line: optim.lr = fast: must be a number");
+  CHECK(message({"--run.seed", "-1"}) == "command line: run.seed = -1: must be an integer");
+  CHECK(message({"--train.log_every_steps", "0"}) == "command line: train.log_every_steps = 0: must be in [1, 1e+12]");
+  CHECK(message({"--train.epochs", "5000000"}) == "command line: train.epochs = 5000000: must be in [0, 1e+06]");
+  // Shortest round-trip numbers in the effective config.
+  const std::string ini = to_ini(parse_config({"--data.synthetic", "--optim.lr", "0.05"}));
+  CHECK(ini.find("lr = 0.05\n") != std::string::npos);
+  CHECK(ini.find("max_data_share = 0.3\n") != std::string::npos);
+}
+
+TEST_CASE("config: config_differences names each changed key with both values", "[config]") {
+  const Config a = parse_config({"--data.synthetic", "--optim.lr", "0.1"});
+  const Config b = parse_config({"--data.synthetic", "--optim.lr", "0.2", "--train.epochs", "3"});
+  const auto d = config_differences(a, b);
+  REQUIRE(d.size() == 2);
+  CHECK(d[0] == "train.epochs 1 -> 3");
+  CHECK(d[1] == "optim.lr 0.1 -> 0.2");
+  CHECK(config_differences(a, a).empty());
+}
