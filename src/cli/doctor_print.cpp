@@ -101,9 +101,12 @@ void allreduce(std::ostringstream& out, const std::vector<AllreduceResult>& ars,
       continue;
     }
     out << "Allreduce (" << a.backend << ", " << std::fixed << std::setprecision(2)
-        << a.count * sizeof(float) / double(1 << 20) << " MiB float32, " << ranks << " ranks): " << std::setprecision(3)
-        << a.ms << " ms, algbw " << a.algbw_gbs << " GB/s, busbw " << a.busbw_gbs << " GB/s, result "
-        << (a.correct ? "correct" : "WRONG") << "\n";
+        << a.count * sizeof(float) / double(1 << 20) << " MiB float32, " << ranks << " ranks): ";
+    if (ranks < 2)  // one rank moves no data: a bandwidth would be a memory-copy figure
+      out << "result " << (a.correct ? "correct" : "WRONG") << "; bandwidth not measured with 1 rank (run under mpirun -np N)\n";
+    else
+      out << std::setprecision(3) << a.ms << " ms, algbw " << a.algbw_gbs << " GB/s, busbw " << a.busbw_gbs
+          << " GB/s, result " << (a.correct ? "correct" : "WRONG") << "\n";
   }
 }
 

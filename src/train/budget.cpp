@@ -50,8 +50,8 @@ Spend previous_spend(const std::string& metrics_path, double price) {
   return s;
 }
 
-RunBudget::RunBudget(const Config::Run& run, int devices, Spend previous)
-    : run_(run), devices_(std::max(1, devices)), previous_(previous) {}
+RunBudget::RunBudget(const Config::Run& run, int devices, Spend previous, bool gpu)
+    : run_(run), devices_(std::max(1, devices)), previous_(previous), gpu_(gpu) {}
 
 void RunBudget::begin(SteadyClock::time_point t) { t0_ = t; }
 
@@ -88,7 +88,7 @@ std::optional<std::string> RunBudget::would_cross(SteadyClock::time_point now) c
   if (run_.max_hours > 0 && then.wall_hours >= run_.max_hours)
     return text("run.max_hours", run_.max_hours, s.wall_hours, then.wall_hours, "wall hours");
   if (run_.max_gpu_hours > 0 && then.gpu_hours >= run_.max_gpu_hours)
-    return text("run.max_gpu_hours", run_.max_gpu_hours, s.gpu_hours, then.gpu_hours, "GPU-hours");
+    return text("run.max_gpu_hours", run_.max_gpu_hours, s.gpu_hours, then.gpu_hours, gpu_ ? "GPU-hours" : "rank-hours");
   if (run_.max_cost > 0 && then.cost >= run_.max_cost)
     return text("run.max_cost", run_.max_cost, s.cost, then.cost, "cost");
   return std::nullopt;
@@ -98,9 +98,9 @@ std::string RunBudget::console_text(SteadyClock::time_point now) const {
   const Spend s = spent(now);
   char buf[96];
   if (run_.price_per_gpu_hour > 0)
-    std::snprintf(buf, sizeof buf, " cost %.2f (%.3g GPU-h)", s.cost, s.gpu_hours);
+    std::snprintf(buf, sizeof buf, " cost %.2f (%.3g %s)", s.cost, s.gpu_hours, gpu_ ? "GPU-h" : "rank-h");
   else
-    std::snprintf(buf, sizeof buf, " %.3g GPU-h", s.gpu_hours);
+    std::snprintf(buf, sizeof buf, " %.3g %s", s.gpu_hours, gpu_ ? "GPU-h" : "rank-h");
   return buf;
 }
 

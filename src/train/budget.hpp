@@ -34,7 +34,9 @@ Spend previous_spend(const std::string& metrics_path, double price_per_gpu_hour)
 class RunBudget {
  public:
   /// `devices`: the devices this start uses (world_size). `previous`: previous_spend of the run.
-  RunBudget(const Config::Run& run, int devices, Spend previous = {});
+  /// `gpu`: the devices are GPUs; otherwise the console and messages say rank-hours ("rank-h"), as
+  /// the report does (the run_end fields keep their names, docs/metrics.md).
+  RunBudget(const Config::Run& run, int devices, Spend previous = {}, bool gpu = true);
   /// Starts this start's clock (at run_start).
   void begin(SteadyClock::time_point t = SteadyClock::now());
   /// Records one step's wall time, for the prediction of the next step.
@@ -48,7 +50,7 @@ class RunBudget {
   /// When one more step (the slowest of the last few) plus a checkpoint save would cross a limit:
   /// the message naming the key, its value and the spending; empty otherwise.
   std::optional<std::string> would_cross(SteadyClock::time_point now = SteadyClock::now()) const;
-  /// " cost 1.23 (0.50 GPU-h)" for the progress line (" 0.50 GPU-h" without a price).
+  /// " cost 1.23 (0.50 GPU-h)" for the progress line (" 0.50 GPU-h" without a price; rank-h on CPU).
   std::string console_text(SteadyClock::time_point now = SteadyClock::now()) const;
   /// run_end fields: wall_hours, gpu_hours, cost, price_per_gpu_hour (the whole run so far).
   nlohmann::json fields(SteadyClock::time_point now = SteadyClock::now()) const;
@@ -57,6 +59,7 @@ class RunBudget {
   Config::Run run_;
   int devices_ = 1;
   Spend previous_;
+  bool gpu_ = true;
   SteadyClock::time_point t0_ = SteadyClock::now();
   std::deque<double> recent_ms_;  ///< the last few step times
   double checkpoint_s_ = 0;

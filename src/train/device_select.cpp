@@ -4,6 +4,7 @@
 
 #include "mpi/gpu/gpu_binding.hpp"
 #include "cuda/cuda_context.hpp"
+#include "cuda/gpu_env.hpp"
 #include "mpi/dist.hpp"
 #include "src/base/error.hpp"
 
@@ -28,7 +29,9 @@ int visible_gpus(std::string* why) {
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess) {
-    if (why) *why = std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc);
+    // The driver's own diagnosis ("no NVIDIA driver: libcuda.so.1 cannot be loaded", as doctor says)
+    // rather than the runtime's cudaErrorInsufficientDriver, which reads as "update your driver".
+    if (why) *why = diagnose_gpu_env(probe_gpu_env()).summary;
     cudaGetLastError();
     return 0;
   }

@@ -178,7 +178,8 @@ void Trainer::setup_distributed(int threads) {
   budget_ = std::make_unique<RunBudget>(
       cfg_.run, world_,
       rank_ == 0 ? previous_spend((fs::path(cfg_.run.dir) / "metrics.jsonl").string(), cfg_.run.price_per_gpu_hour)
-                 : Spend{});
+                 : Spend{},
+      device_ == Device::cuda);
   watchdog_ = std::make_unique<Watchdog>(cfg_.watchdog, cfg_.data.prefetch, rank_, world_, dist().hosts);
   open_run_files(threads);
   HT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));

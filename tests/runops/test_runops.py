@@ -135,7 +135,7 @@ def budget():
               f" {e['wall_hours'] * 3600:.3f} s <= 2.5 + {over:.3f} s")
         check(abs(e["gpu_hours"] - 2 * e["wall_hours"]) < 1e-9 and abs(e["cost"] - e["gpu_hours"] * 3600) < 1e-6,
               f"GPU-hours = 2 ranks x wall hours, cost = GPU-hours x price ({e['cost']:.3f})")
-    check(" cost " in out and " GPU-h)" in out, "the progress line shows the cost so far")
+    check(" cost " in out and " rank-h)" in out, "the progress line shows the cost so far (rank-hours on a CPU run)")
 
     rc, out = run(args + price + ["--run.dir", d, "--run.max_hours", "1"], np_ranks=2)
     check(rc == 0, f"rerun with run.max_hours = 1: exit 0 (got {rc})") or print(out)

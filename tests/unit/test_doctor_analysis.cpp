@@ -409,8 +409,23 @@ TEST_CASE("doctor analysis: the printed report", "[doctor_analysis]") {
   CHECK(out.find("Problems (1 error(s), 0 warning(s)):\n  1. [error] gpu: rank 1 on b: no NVIDIA driver") !=
         std::string::npos);
   CHECK(out.find("     fix: run on a GPU node") != std::string::npos);
+  CHECK(out.find("to check a CPU run here instead: hpctrain doctor --device cpu") != std::string::npos);
 
   rep.problems.clear();
   CHECK(format_report(rep, DoctorDevice::cpu).find("checking a CPU run") != std::string::npos);
   CHECK(format_report(rep, DoctorDevice::cpu).find("\nNo problems found.\n") != std::string::npos);
+}
+
+TEST_CASE("doctor analysis: one rank reports the allreduce result but no bandwidth", "[doctor_analysis]") {
+  DoctorReport rep;
+  rep.ranks = {rank_on(0, "a", {})};
+  Analysis a = analyse(rep.ranks, cpu_run());
+  rep.problems = a.problems;
+  rep.binding = a.plan;
+  rep.allreduce = {{"MPI", 1048576, 0.0001, 41943.0, 0.0, true, ""}};
+  const std::string out = format_report(rep, DoctorDevice::cpu);
+  INFO(out);
+  CHECK(out.find("Allreduce (MPI, 4.00 MiB float32, 1 ranks): result correct; bandwidth not measured with 1 rank") !=
+        std::string::npos);
+  CHECK(out.find("GB/s") == std::string::npos);  // no memory-copy figure posing as a bandwidth
 }

@@ -141,6 +141,11 @@ TEST_CASE("budget: stops while one more step and the checkpoint fit", "[budget]"
   CHECK(b.would_cross(t0 + std::chrono::milliseconds(1000)));          // 1 + 4 + 2 + 4 = 11
   CHECK(b.fields(t0)["cost"].get<double>() == Approx(1));
   CHECK(b.console_text(t0) == " cost 1.00 (0.000278 GPU-h)");
+  {
+    RunBudget cpu(run, 1, {}, /*gpu=*/false);  // a CPU run says rank-hours, as the report does
+    cpu.begin(t0 - std::chrono::seconds(1));
+    CHECK(cpu.console_text(t0).find(" rank-h)") != std::string::npos);
+  }
   Config::Run none;
   RunBudget u(none, 1);
   CHECK_FALSE(u.limited());
