@@ -5,15 +5,18 @@ Reads RUN_DIR/metrics.jsonl (docs/metrics.md) and writes, into --out (default RU
 ./report-compare for several run directories):
   report.md           the summary a person reads: time, throughput, restarts, accuracy, cost, verdict
   summary.json        the same figures for scripts
-  loss_lr.png         training loss and learning rate per step
-  eval.png            test loss and top-1 per epoch
+  loss_lr.png         training loss (per step, faint, and a centred mean; log axis with labelled ticks)
+                      and learning rate per step
+  eval.png            test loss and top-1 per epoch, on axes of a minimum span (a 0.0007 change stays small)
   throughput.png      images/s over the run's time
   step_breakdown.png  where the step time goes (data, forward, backward, exposed allreduce, optimizer,
                       checkpoint, other)
   gpu.png             GPU utilisation, memory, temperature and power (only when metrics.jsonl has NVML fields)
-Several run directories overlay their curves, one label each. A run still being written (a cut last
-line) and a run preempted and resumed any number of times are read as they are: a step repeated after
-a resume from an older checkpoint counts once, its last occurrence wins. See docs/report.md.
+Several run directories overlay their curves, one label each, on images seen (step x global batch;
+steps when a global batch is unknown), never on epochs; a note says when their test sets differ. A
+run still being written (a cut last line) and a run preempted and resumed any number of times are
+read as they are: a step repeated after a resume from an older checkpoint counts once, its last
+occurrence wins. See docs/report.md.
 
 Python: Debian's /usr/bin/python3 with python3-matplotlib (scripts/install_deps.sh). `hpctrain report`
 runs this file (src/cli/cmd_report.cpp). Exit codes (docs/exit_codes.md): 0 written, 2 a RUN_DIR that
@@ -37,6 +40,13 @@ GPU_UTIL_MIN_PCT = 70.0      # mean GPU utilisation below this: the GPU idles
 CHECKPOINT_SHARE_MAX = 0.10  # training time lost to checkpoints above this: checkpoint too often
 NONFINITE_SHARE_MAX = 0.01   # skipped (non-finite) steps above this share of the steps
 JITTER_MAX = 2.0             # p95 / p50 step time above this: irregular steps
+
+# Plots (docs/report.md#what-the-plots-show): what keeps a small change from looking like a cliff.
+TOP1_MIN_SPAN = 0.05              # the top-1 axis spans at least 5 points, centred on the data, within [0, 1]
+TEST_LOSS_MIN_REL_SPAN = 0.20     # the test-loss axis spans at least 20% of the data's middle value
+LOG_MIN_LABELS = 3                # a log loss axis shows at least this many labelled ticks
+SMOOTH_POINTS = 50                # the smoothed loss: a centred mean over 1/50 of the steps (odd, at least 3)
+SMOOTH_MIN_STEPS = 10             # fewer steps than this: no smoothed line (nothing to smooth)
 
 PARTS = [("data_ms", "data"), ("forward_ms", "forward"), ("backward_ms", "backward"),
          ("allreduce_ms", "exposed allreduce"), ("optimizer_ms", "optimizer")]
@@ -227,6 +237,36 @@ class Run:
             return self.config.get(section, key)
         except (configparser.Error, KeyError):
             return default
+
+    def global_batch(self):
+        """Images per optimizer step: train.global_batch of the run's config, else the median of
+        images_per_s x step_ms over the kept steps (rounded); None when neither is known."""
+        gb = num(_float_or_none(self.cfg("train", "global_batch")))
+        if gb and gb > 0:
+            return int(gb)
+        per = [num(e.get("images_per_s")) * num(e.get("step_ms")) / 1000.0 for e in self.steps
+               if num(e.get("images_per_s")) is not None and num(e.get("step_ms")) is not None]
+        m = percentile(per, 50)
+        return int(round(m)) if m and m >= 0.5 else None
+
+    def test_set(self):
+        """(samples, source) of the test set the run evaluated on: `samples` of its last eval record,
+        and its data (data.dir, or the synthetic data's size and seed, which make the synthetic test
+        split); None where unknown. Only runs that evaluated have one."""
+        if not self.evals:
+            return None, None
+        samples = num(self.evals[-1].get("samples"))
+        samples = int(samples) if samples is not None else None
+        if not self.config.sections():
+            return samples, None
+        if str(self.cfg("data", "synthetic", "false")).strip().lower() in ("true", "1", "yes", "on"):
+            dims = "x".join(str(self.cfg("data", f"synthetic_{k}", "?")) for k in ("height", "width", "channels"))
+            source = (f"synthetic ({self.cfg('data', 'synthetic_samples', '?')} samples, {dims}, "
+                      f"{self.cfg('data', 'synthetic_classes', '?')} classes, seed {self.cfg('run', 'seed', '?')})")
+        else:
+            d = (self.cfg("data", "dir") or "").strip()
+            source = os.path.normpath(d) if d else None
+        return samples, source
 
     def _keep(self):
         """The step and eval records that stand: a start that resumed from step k supersedes what
@@ -629,8 +669,33 @@ def warning_list(run, limit=20):
     return out
 
 
-def markdown(runs, summaries, pngs):
+def comparison(runs):
+    """What the overlay plots share: their x axis (images seen when every run's global batch is known,
+    else steps; one run: steps and epochs) and whether the runs that evaluated used different test sets
+    (different `samples` counts, or different data), which makes their accuracies not comparable."""
+    many = len(runs) > 1
+    gbs = [r.global_batch() for r in runs]
+    x_axis = "step" if not many or not all(gbs) else "images"
+    C = {"x_axis": x_axis, "global_batch": {r.label: g for r, g in zip(runs, gbs)},
+         "test_sets": {}, "test_sets_differ": False, "test_set_note": None}
+    sets = [(r.label,) + r.test_set() for r in runs if r.evals]
+    C["test_sets"] = {l: {"samples": n, "data": d} for l, n, d in sets}
+    if many and len(sets) > 1:
+        why = []
+        if len({n for _, n, _ in sets if n is not None}) > 1:
+            why.append("test samples " + ", ".join(f"{l} {n if n is not None else '?'}" for l, n, _ in sets))
+        if len({d for _, _, d in sets if d is not None}) > 1:
+            why.append("test data " + ", ".join(f"{l} {d or '?'}" for l, _, d in sets))
+        if why:
+            C["test_sets_differ"] = True
+            C["test_set_note"] = ("the runs evaluated on different test sets (" + "; ".join(why) +
+                                  "): their top-1 and test loss are not directly comparable")
+    return C
+
+
+def markdown(runs, summaries, pngs, comp=None):
     out = ["# hpctrain report", ""]
+    comp = comp or {}
     if len(runs) > 1:
         out += ["| | " + " | ".join(r.label for r in runs) + " |", "|---|" + "---|" * len(runs)]
         for key, name, f in [("steps", "steps", str), ("restarts", "restarts", str), ("wall_s", "wall time", fmt_s),
@@ -639,8 +704,18 @@ def markdown(runs, summaries, pngs):
                              ("final_top1", "final top-1", fmt), ("best_top1", "best top-1", fmt),
                              ("device_hours", "device-hours", lambda v: f"{v:.4f}"), ("cost", "cost", money)]:
             out.append(f"| {name} | " + " | ".join(f(S[key]) for S in summaries) + " |")
+        gb = comp.get("global_batch", {})
+        out.append("| global batch | " + " | ".join(str(gb.get(r.label) or "?") for r in runs) + " |")
+        ts = comp.get("test_sets", {})
+        out.append("| test samples | " + " | ".join(str(ts.get(r.label, {}).get("samples") or "-") for r in runs) + " |")
         out.append("| verdict | " + " | ".join(verdict_word(S["verdict"]) for S in summaries) + " |")
         out.append("")
+        if comp.get("test_set_note"):
+            out += [f"**Note:** {comp['test_set_note'][0].upper()}{comp['test_set_note'][1:]}.", ""]
+        out += [("The overlay plots put every run on **images seen** (step × global batch), the same amount of "
+                 "training in every run whatever its epoch length." if comp.get("x_axis") == "images" else
+                 "The overlay plots put every run on **steps** (the global batch of a run is not known: "
+                 "train.global_batch missing from its config)."), ""]
     for run, S in zip(runs, summaries):
         if len(runs) > 1:
             out += [f"## {run.label}", ""]
@@ -663,16 +738,124 @@ def legend(ax, **kw):
         ax.legend(**kw)
 
 
-def plots(runs, out_dir, plt):
-    """Writes the PNGs; returns [(file name, title)]."""
+def smooth_half_width(n):
+    """Half-width k of the smoothed loss's window (2k + 1 steps): about 1/SMOOTH_POINTS of n, >= 1."""
+    return max(1, n // (2 * SMOOTH_POINTS))
+
+
+def centred_mean(ys, k):
+    """Centred rolling mean of ys over 2k + 1 points, ignoring NaN; NaN within k points of either end,
+    where the window does not fit (a window shrunk there would leave the end points as noisy as the
+    raw loss, a spike at the end of the line, and one cut on one side would pull the start of a
+    falling loss down). The raw loss drawn under it shows those points."""
+    import numpy as np
+    y = np.asarray(ys, dtype=float)
+    n = len(y)
+    ok = np.isfinite(y)
+    c = np.concatenate([[0.0], np.cumsum(np.where(ok, y, 0.0))])
+    m = np.concatenate([[0], np.cumsum(ok)])
+    out = np.full(n, np.nan)
+    if n >= 2 * k + 1:
+        i = np.arange(k, n - k)
+        cnt = m[i + k + 1] - m[i - k]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[k:n - k] = np.where(cnt > 0, (c[i + k + 1] - c[i - k]) / np.maximum(cnt, 1), np.nan)
+    return out
+
+
+def short_number(v, _pos=None):
+    """Tick text of a count: 0, 500, 12k, 1.5M, 2G."""
+    a = abs(v)
+    for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            return f"{v / div:.3g}{suf}"
+    return f"{v:.3g}"
+
+
+def label_log_axis(ax, ticker):
+    """Labelled ticks on a log y axis, at least LOG_MIN_LABELS of them inside the view: powers of ten
+    when the data spans enough decades, else 1-2-5 of each decade, else 1..9, else evenly spaced values
+    (a range narrower than a factor of ~1.3). Labels are plain numbers (0.2, 1, 2), minor ticks unlabelled."""
+    lo, hi = ax.get_ylim()
+    if not (lo > 0 and hi > lo):
+        return
+    ticks = []
+    for subs in ((1.0,), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0), tuple(range(1, 10))):
+        ticks = [m * 10.0 ** d for d in range(int(math.floor(math.log10(lo))), int(math.ceil(math.log10(hi))) + 1)
+                 for m in subs if lo <= m * 10.0 ** d <= hi]
+        if len(ticks) >= LOG_MIN_LABELS:
+            break
+    if len(ticks) < LOG_MIN_LABELS:
+        ticks = [t for t in ticker.MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi) if lo <= t <= hi and t > 0]
+    ax.yaxis.set_major_locator(ticker.FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _p: f"{float(f'{v:.4g}'):g}"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_ylim(lo, hi)
+
+
+def min_span(ax, values, span, lo_clip=None, hi_clip=None):
+    """Sets the y limits to span at least `span`, centred on the values, shifted to stay inside
+    [lo_clip, hi_clip]; values that already span more keep matplotlib's limits. So a change of 0.0007
+    in top-1 is drawn as the small change it is, not as a cliff across the whole panel."""
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    if not v or span <= 0:
+        return
+    lo, hi = min(v), max(v)
+    if hi - lo >= span:
+        a, b = ax.get_ylim()
+    else:
+        mid = (lo + hi) / 2.0
+        a, b = mid - span / 2.0, mid + span / 2.0
+    if lo_clip is not None and a < lo_clip:
+        b, a = min(b + (lo_clip - a), hi_clip if hi_clip is not None else math.inf), lo_clip
+    if hi_clip is not None and b > hi_clip:
+        a, b = max(a - (b - hi_clip), lo_clip if lo_clip is not None else -math.inf), hi_clip
+    ax.set_ylim(a, b)
+
+
+def axes_facts(fig):
+    """What a reader sees on each axes of a drawn figure (summary.json "plots", the tests): its
+    labels, scale, limits and the tick labels drawn inside the view, and the figure's text lines."""
+    out = {"axes": [], "texts": [t.get_text() for t in fig.texts if t.get_text()]}
+    for ax in fig.axes:
+        lo, hi = ax.get_ylim()
+        xlo, xhi = ax.get_xlim()
+
+        def drawn(labels, a, b):
+            return [t.get_text() for t in labels if t.get_visible() and t.get_text()
+                    and min(a, b) <= (t.get_position()[1] if labels is ylab else t.get_position()[0]) <= max(a, b)]
+        ylab = ax.get_yticklabels(which="both")
+        xlab = ax.get_xticklabels(which="both")
+        out["axes"].append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+                            "yscale": ax.get_yscale(), "ylim": [lo, hi], "xlim": [xlo, xhi],
+                            "ytick_labels": drawn(ylab, lo, hi), "xtick_labels": drawn(xlab, xlo, xhi),
+                            "legend": [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else [],
+                            "legend_title": ax.get_legend().get_title().get_text() if ax.get_legend() else "",
+                            "texts": [t.get_text() for t in ax.texts if t.get_text()]})
+    return out
+
+
+def plots(runs, out_dir, plt, comp=None, facts=None):
+    """Writes the PNGs; returns [(file name, title)]. comp: comparison(runs) (the overlay x axis and the
+    test-set note); facts, when given, receives axes_facts() of each PNG written, by file name."""
+    from matplotlib import ticker, transforms
+    comp = comp or comparison(runs)
+    facts = {} if facts is None else facts
     many = len(runs) > 1
     span = max((max(s.times) - r.t_first for r in runs for s in r.sessions if s.times), default=0.0)
     tdiv, tname = (1.0, "seconds") if span < 120 else (60.0, "minutes") if span < 7200 else (3600.0, "hours")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     done = []
 
-    def save(fig, name, title):
-        fig.tight_layout()
+    def save(fig, name, title, note=None):
+        if note:
+            fig.text(0.5, 0.01, note, ha="center", va="bottom", fontsize=8.5, color="#a00000", wrap=True)
+            lines = math.ceil(len(note) * 5.0 / (fig.get_figwidth() * 72.0))  # ~5 pt a character at 8.5 pt
+            fig.tight_layout(rect=(0, min(0.3, 0.02 + 0.04 * lines * 4.0 / fig.get_figheight()), 1, 1))
+        else:
+            fig.tight_layout()
+        fig.canvas.draw()
+        facts[name] = axes_facts(fig)
         fig.savefig(os.path.join(out_dir, name), dpi=110)
         plt.close(fig)
         done.append((name, title))
@@ -683,53 +866,116 @@ def plots(runs, out_dir, plt):
             if x is not None:
                 ax.axvline(x, color=color if many else "grey", ls=":", lw=1)
 
-    # Loss and learning rate per step.
+    # The x axis of the per-step plots: steps for one run; for several, images seen (step x global
+    # batch), the same quantity in every run whatever its epoch length or batch, else steps.
+    images = comp["x_axis"] == "images"
+
+    def xof(r, step):
+        return None if step is None else step * r.global_batch() if images else step
+
+    def x_axis(ax, what):
+        if images:
+            ax.set_xlabel(f"images seen (step \u00d7 global batch{'; ' + what if what else ''})")
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(short_number))
+        else:
+            ax.set_xlabel(f"step{' (' + what + ')' if what else ''}")
+
+    # Loss and learning rate per step: the raw loss thin and faint, a centred mean on top.
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    n_max = max((len(r.steps) for r in runs), default=0)
+    k = smooth_half_width(n_max)
+    smoothed = n_max >= SMOOTH_MIN_STEPS
+    top = transforms.blended_transform_factory(a1.transData, a1.transAxes)
     for i, r in enumerate(runs):
         c = colors[i % len(colors)]
-        xs = [int(e["step"]) for e in r.steps]
-        a1.plot(xs, [num(e.get("loss")) if num(e.get("loss")) is not None else math.nan for e in r.steps], color=c, lw=1,
-                label=r.label if many else "training loss")
+        xs = [xof(r, int(e["step"])) for e in r.steps]
+        ys = [num(e.get("loss")) if num(e.get("loss")) is not None else math.nan for e in r.steps]
+        sm = smoothed and len(ys) >= 2 * k + 1  # a run too short for the window: its raw loss only
+        raw_label = (None if sm else r.label) if many else "training loss, per step"
+        a1.plot(xs, ys, color=c, lw=0.6 if sm else 1, alpha=0.4 if sm else 1, label=raw_label)
+        if sm:
+            a1.plot(xs, centred_mean(ys, k), color=c, lw=1.8,
+                    label=r.label if many else f"smoothed: centred mean of {2 * k + 1} steps")
         a2.plot(xs, [num(e.get("lr")) if num(e.get("lr")) is not None else math.nan for e in r.steps], color=c, lw=1, label=r.label)
         if r.skipped:
-            a1.plot([int(e["step"]) for e in r.skipped], [a1.get_ylim()[1]] * len(r.skipped), "x", color="red",
-                    label="skipped (non-finite)" if i == 0 else None)
-        mark_restarts(a1, r, c, lambda s: s.resumed_from)
-        mark_restarts(a2, r, c, lambda s: s.resumed_from)
+            a1.plot([xof(r, int(e["step"])) for e in r.skipped], [0.96] * len(r.skipped), "x", color="red", transform=top,
+                    clip_on=False, label="skipped (non-finite)" if i == 0 else None)
+        mark_restarts(a1, r, c, lambda s: xof(r, s.resumed_from))
+        mark_restarts(a2, r, c, lambda s: xof(r, s.resumed_from))
     a1.set_ylabel("training loss")
     if any(r.steps for r in runs) and all(num(e.get("loss")) is None or num(e.get("loss")) > 0 for r in runs for e in r.steps):
         a1.set_yscale("log")
+        a1.set_ylabel("training loss (log scale)")
+        label_log_axis(a1, ticker)
     a2.set_ylabel("learning rate")
-    a2.set_xlabel("step (dotted: a restart resumed here)")
-    legend(a1, fontsize=8)
+    x_axis(a2, "dotted: a restart resumed here" if any(s.resumed_from is not None for r in runs for s in r.sessions[1:]) else "")
+    if many and smoothed:
+        legend(a1, fontsize=8, title=f"thin: per step; thick: centred mean of {2 * k + 1} steps", title_fontsize=8)
+    else:
+        legend(a1, fontsize=8)
     if many:
         legend(a2, fontsize=8)
-    a1.set_title("Training loss and learning rate per step")
+    a1.set_title("Training loss and learning rate" + (" per step" if not images else " by images seen"))
     save(fig, "loss_lr.png", "training loss and learning rate per step")
 
-    # Test loss and top-1 per epoch.
+    # Test loss and top-1: per epoch for one run; on the common x axis for several (epochs of two
+    # runs need not be the same length). Minimum spans keep a tiny change looking tiny.
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     any_eval = False
+    all_loss, all_top1, last_values = [], [], []
     for i, r in enumerate(runs):
         c = colors[i % len(colors)]
-        ev = [e for e in r.evals if num(e.get("epoch")) is not None]
+        if many:
+            ev = [e for e in r.evals if num(e.get("step")) is not None]
+            xs = [xof(r, int(num(e["step"]))) for e in ev]
+        else:
+            ev = [e for e in r.evals if num(e.get("epoch")) is not None]
+            xs = [num(e["epoch"]) for e in ev]
         if not ev:
             continue
         any_eval = True
-        ep = [num(e["epoch"]) for e in ev]
-        a1.plot(ep, [num(e.get("loss")) if num(e.get("loss")) is not None else math.nan for e in ev], "o-", color=c, label=r.label)
-        a2.plot(ep, [num(e.get("top1")) if num(e.get("top1")) is not None else math.nan for e in ev], "o-", color=c, label=r.label)
+        loss = [num(e.get("loss")) if num(e.get("loss")) is not None else math.nan for e in ev]
+        top1 = [num(e.get("top1")) if num(e.get("top1")) is not None else math.nan for e in ev]
+        all_loss += loss
+        all_top1 += top1
+        a1.plot(xs, loss, "o-", color=c, label=r.label, clip_on=False)
+        a2.plot(xs, top1, "o-", color=c, label=r.label, clip_on=False)
+        for a, ys in ((a1, loss), (a2, top1)):  # the last value, written on the plot (once the limits are set)
+            if ys and math.isfinite(ys[-1]):
+                last_values.append((a, xs[-1], ys[-1], c))
     for a, name in ((a1, "test loss"), (a2, "test top-1")):
-        a.set_xlabel("epoch")
+        if many:
+            x_axis(a, "")
+        else:
+            a.set_xlabel("epoch")
+            eps = sorted({num(e["epoch"]) for r in runs for e in r.evals if num(e.get("epoch")) is not None})
+            if 0 < len(eps) <= 12:  # every epoch evaluated, labelled (one epoch: no 0.96 .. 1.04 ticks)
+                a.set_xticks(eps)
+                a.set_xticklabels([f"{x:g}" for x in eps])
+                if len(eps) == 1:
+                    a.set_xlim(eps[0] - 0.5, eps[0] + 0.5)
+            else:
+                a.xaxis.get_major_locator().set_params(integer=True)
         a.set_ylabel(name)
-        a.xaxis.get_major_locator().set_params(integer=True)
         if not any_eval:
             a.text(0.5, 0.5, "no evaluation yet (train.eval)", ha="center", va="center", transform=a.transAxes)
         elif many:
             legend(a, fontsize=8)
-    a1.set_title("Test loss per epoch")
-    a2.set_title("Test top-1 per epoch")
-    save(fig, "eval.png", "test loss and top-1 per epoch")
+    if any_eval:
+        fin = [x for x in all_loss if math.isfinite(x)]
+        if fin:
+            min_span(a1, fin, TEST_LOSS_MIN_REL_SPAN * abs(max(fin) + min(fin)) / 2.0, lo_clip=0.0 if min(fin) >= 0 else None)
+        min_span(a2, all_top1, TOP1_MIN_SPAN, 0.0, 1.0)
+    for a, x, y, c in last_values:  # above the point, or below it when the point is near the top
+        lo, hi = a.get_ylim()
+        high = hi > lo and (y - lo) / (hi - lo) > 0.85
+        a.annotate(f"{y:.4f}", (x, y), textcoords="offset points", xytext=(0, -9 if high else 7),
+                   ha="center", va="top" if high else "bottom", fontsize=8, color=c)
+    a1.set_title("Test loss" + (" per epoch" if not many else ""))
+    a2.set_title("Test top-1" + (" per epoch" if not many else ""))
+    note = comp.get("test_set_note")
+    save(fig, "eval.png", "test loss and top-1" + (" per epoch" if not many else ""),
+         note=("Note: " + note + ".") if note else None)
 
     # Throughput over time.
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -890,12 +1136,15 @@ def main(argv):
         raise ReportError(f"--out {out}: cannot create the directory: {e.strerror}", EXIT_RUNTIME)
     summaries = [r.summary(a.price_per_gpu_hour, a.spot_price_per_gpu_hour) for r in runs]
     try:
-        pngs = plots(runs, out, plt)
-        text = markdown(runs, summaries, pngs)
+        comp = comparison(runs)
+        facts = {}
+        pngs = plots(runs, out, plt, comp, facts)
+        text = markdown(runs, summaries, pngs, comp)
         with open(os.path.join(out, "report.md"), "w") as f:
             f.write(text + "\n")
         with open(os.path.join(out, "summary.json"), "w") as f:
-            json.dump({"runs": summaries, "files": ["report.md", "summary.json"] + [p for p, _ in pngs]}, f, indent=1, default=str)
+            json.dump({"runs": summaries, "comparison": comp, "plots": facts,
+                       "files": ["report.md", "summary.json"] + [p for p, _ in pngs]}, f, indent=1, default=str)
             f.write("\n")
     except OSError as e:
         raise ReportError(f"--out {out}: cannot write: {e}", EXIT_RUNTIME)
