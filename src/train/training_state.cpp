@@ -240,8 +240,30 @@ std::string checkpoint_run_problem(const CheckpointLayout& l, const std::string&
     const CheckpointTensorInfo* t = l.find(name);
     if (!t) return "dataset /" + name + " is missing (model " + e.model + " needs shape " + str(shape) + ")";
     const bool any = std::find(e.any_shape.begin(), e.any_shape.end(), name) != e.any_shape.end();
-    if (!any && t->shape != shape)
-      return "dataset /" + name + " has shape " + str(t->shape) + ", model " + e.model + " needs " + str(shape);
+    if (!any && t->shape != shape) {
+      const auto m = l.strings.find("model");
+      const std::string holds = m == l.strings.end() ? "a model it does not name" : "model " + m->second;
+      if (e.resume)
+        return "dataset /" + name + " has shape " + str(t->shape) + " (the checkpoint holds " + holds + "), model " +
+               e.model + " needs " + str(shape);
+      // --init-from: a well-formed file made for another model or input is incompatible, not invalid;
+      // say which way out fits the difference.
+      std::string way_out = "check model.name, model.num_classes and the data's channels against the checkpoint";
+      const bool same_rank = t->shape.size() == shape.size() && !shape.empty();
+      if (same_rank && shape.size() == 4 && t->shape[0] == shape[0] && t->shape[2] == shape[2] &&
+          t->shape[3] == shape[3] && t->shape[1] != shape[1])
+        way_out = "it was made for " + std::to_string(t->shape[1]) + "-channel input and the data has " +
+                  std::to_string(shape[1]) +
+                  (t->shape[1] == 3 && shape[1] == 1
+                       ? ": import the weights with scripts/import_torch.py --channels 1 (sums the filter over RGB)"
+                       : ": use data with as many channels as the checkpoint's");
+      else if (same_rank && shape.size() <= 2 && t->shape[0] != shape[0] &&
+               (shape.size() == 1 || t->shape[1] == shape[1]))
+        way_out = "a different class count: add --reset-head to start the last layer anew";
+      throw CheckpointRefusal("--init-from " + path + " does not fit this run: /" + name + " is " + str(t->shape) +
+                              " there (the checkpoint holds " + holds + "), model " + e.model + " here needs " +
+                              str(shape) + "; " + way_out);
+    }
   }
   if (e.resume)
     for (const auto& t : l.tensors) {

@@ -45,7 +45,9 @@ check(metrics(d, "step")[-1]["step"] == 12 and metrics(d, "run_start")[-1]["resu
 src = ckpt(d, 12)
 ft = fresh_dir("finetune")
 rc, out = run(A("--run.dir", ft, "--model.num_classes", "4", "--init-from", src, data__synthetic_classes="4"))
-check(rc == 2 and "has shape" in out, f"--init-from with another class count needs --reset-head (exit {rc})") or print(out)
+check(rc == 2 and "does not fit this run: /param/fc3.weight is [10, 32] there (the checkpoint holds model mlp)" in out
+      and "add --reset-head" in out and "is invalid" not in out,
+      f"--init-from with another class count: incompatible, not invalid, and the way out (exit {rc})") or print(out)
 rc, out = run(A("--run.dir", ft, "--model.num_classes", "4", "--init-from", src, "--reset-head", "--optim.lr", "0",
                    data__synthetic_classes="4",
                    train__max_steps="1"))
