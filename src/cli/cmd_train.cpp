@@ -107,7 +107,14 @@ int cmd_train(const Args& args) {
   collective_usage_check([&] {
     if (dist().rank == 0) owner = std::make_unique<RunDirLock>(cfg.run.dir, kRunDirLockWaitS);
   });
-  if (dist().rank == 0) std::cout << "# effective config\n" << to_ini(cfg) << std::flush;
+  if (dist().rank == 0) {  // what this run changed; every key is in RUN_DIR/config.ini
+    std::string text = "config (differs from the defaults; every key in " + cfg.run.dir + "/config.ini):";
+    const auto changed = config_differences(Config{}, cfg);
+    for (const auto& c : changed) text += "\n  " + c.key + " = " + c.to;
+    if (changed.empty()) text += " none";
+    text += "\n";
+    std::cout << text << std::flush;
+  }
   Trainer trainer(cfg);
   CheckpointManager checkpoints(trainer, ckpt_args);  // signals, resume, periodic/final checkpoints
   checkpoints.start();

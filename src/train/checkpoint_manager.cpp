@@ -133,7 +133,8 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
     plan.from = loaded->path;
     if (d.strings.count("config") && d.strings.at("config") != to_ini(cfg_)) {
       try {
-        plan.config_changes = config_differences(parse_config_text(d.strings.at("config"), plan.from), cfg_);
+        for (const auto& c : config_differences(parse_config_text(d.strings.at("config"), plan.from), cfg_))
+          plan.config_changes.push_back(c.key + " " + c.from + " -> " + c.to);
       } catch (const UsageError& e) {  // saved by another version: say so rather than guess
         plan.config_changes = {std::string("(the saved config does not parse here: ") + e.what() + ")"};
       }

@@ -346,13 +346,13 @@ std::vector<ConfigKey> config_key_table() {
   return keys;
 }
 
-std::vector<std::string> config_differences(const Config& a0, const Config& b0) {
+std::vector<ConfigChange> config_differences(const Config& a0, const Config& b0) {
   Config a = a0, b = b0;
-  std::vector<std::string> out;
+  std::vector<ConfigChange> out;
   std::map<std::string, std::string> av;
   visit_keys(a, [&](const char* name, auto& field, const char*, const Range&) { av[name] = fmt(field); });
   visit_keys(b, [&](const char* name, auto& field, const char*, const Range&) {
-    if (av[name] != fmt(field)) out.push_back(std::string(name) + " " + av[name] + " -> " + fmt(field));
+    if (av[name] != fmt(field)) out.push_back({name, av[name], fmt(field)});
   });
   return out;
 }

@@ -149,8 +149,12 @@ struct ConfigKey {
 /// Every key in to_ini's order: the list that drives parsing and validation.
 std::vector<ConfigKey> config_key_table();
 
-/// The keys whose values differ between a and b, each as "key A -> B" (to_ini's spelling).
-std::vector<std::string> config_differences(const Config& a, const Config& b);
+/// A key whose value differs between two configs, both values in to_ini's spelling.
+struct ConfigChange {
+  std::string key, from, to;
+};
+/// The keys whose values differ between a and b, in to_ini's order.
+std::vector<ConfigChange> config_differences(const Config& a, const Config& b);
 
 /// The closest valid key to `key` by edit distance (for "did you mean").
 std::string closest_key(const std::string& key);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "io/checkpoint_store.hpp"
 #include "mpi/check.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
@@ -309,10 +310,27 @@ void Trainer::write_run_end(double wall_s) {
                         {"test_loss", summary_.test_loss}, {"peak_rss_bytes", peak_rss_bytes()}};
   end.update(budget_->fields());  // wall_hours, gpu_hours, cost of the whole run so far
   metrics_->write(end);
-  std::printf("%s: %lld steps in %.1f s", summary_.status == "finished" ? "done" : summary_.status.c_str(),
-              static_cast<long long>(prog_.step), summary_.wall_s);
-  if (summary_.test_top1 >= 0) std::printf(", test top1 %.4f", summary_.test_top1);
-  std::printf(",%s\n", budget_->console_text().c_str());
+  // The end of the console says what a user needs next: where everything went and the next command.
+  std::string text = (summary_.status == "finished" ? "done" : summary_.status) + ": " +
+                     std::to_string(prog_.step) + " steps";
+  if (run_start_step_ > 0) text += " (" + std::to_string(prog_.step - run_start_step_) + " in this start)";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " in %.1f s", summary_.wall_s);
+  text += buf;
+  if (summary_.test_top1 >= 0) {
+    std::snprintf(buf, sizeof buf, ", test top1 %.4f", summary_.test_top1);
+    text += buf;
+  }
+  text += "," + budget_->console_text() + "\n";
+  const auto saved = list_checkpoints(cfg_.run.dir);
+  text += "run directory: " + cfg_.run.dir + " (config.ini, metrics.jsonl" +
+          (saved.empty() ? std::string(", no checkpoint") : "; last checkpoint " + saved.back().second) + ")\n";
+  if (summary_.status == "stopped" || summary_.status == "budget")
+    text += "next: rerun the same command to resume from step " + std::to_string(prog_.step) +
+            "; hpctrain report " + cfg_.run.dir + " shows the run so far\n";
+  else if (summary_.status == "finished")
+    text += "next: hpctrain report " + cfg_.run.dir + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);  // one write: lines of other ranks do not split it
   std::fflush(stdout);
 }
 

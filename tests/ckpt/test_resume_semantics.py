@@ -33,6 +33,14 @@ rc, out = run(A("--run.dir", d, model__name="fmnist_cnn"))
 check(rc == 2 and "model.name = mlp" in out, f"changed model refused with exit 2 (exit {rc})") or print(out)
 rc, out = run(A("--run.dir", d, "--run.allow_config_change", "true", train__global_batch="32"))
 check(rc == 0 and "resumed from" in out, f"run.allow_config_change resumes anyway (exit {rc})") or print(out)
+# The console's start and end: the keys that differ from the defaults (not all of them), then where
+# everything went and the next command; after a resume, the steps of this start too.
+check("config (differs from the defaults; every key in " + d + "/config.ini):\n  run.dir = " + d in out
+      and "\n  train.global_batch = 32\n" in out and "optim.momentum" not in out,
+      "the console lists the keys that differ from the defaults") or print(out)
+check("done: 12 steps (6 in this start) in " in out, "the end line counts the steps of this start") or print(out)
+check(f"run directory: {d} (config.ini, metrics.jsonl; last checkpoint {ckpt(d, 12)})\nnext: hpctrain report {d}\n" in out,
+      "the console ends with the run directory, the last checkpoint and the next command") or print(out)
 
 rc, out = run(A("--run.dir", d, "--run.fresh", "true"))
 check(rc == 0 and "run.fresh: previous checkpoints moved to" in out and "resumed from" not in out,

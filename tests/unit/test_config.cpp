@@ -191,7 +191,7 @@ TEST_CASE("config: config_differences names each changed key with both values", 
   const Config b = parse_config({"--data.synthetic", "--optim.lr", "0.2", "--train.epochs", "3"});
   const auto d = config_differences(a, b);
   REQUIRE(d.size() == 2);
-  CHECK(d[0] == "train.epochs 1 -> 3");
-  CHECK(d[1] == "optim.lr 0.1 -> 0.2");
+  CHECK((d[0].key == "train.epochs" && d[0].from == "1" && d[0].to == "3"));
+  CHECK((d[1].key == "optim.lr" && d[1].from == "0.1" && d[1].to == "0.2"));
   CHECK(config_differences(a, a).empty());
 }
