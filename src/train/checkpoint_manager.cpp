@@ -400,9 +400,20 @@ void CheckpointManager::run_end(TrainSummary& s) {
     s.status = "stopped";
     if (rank_ == 0) {
       std::string sig = stop_signal() ? signal_name(stop_signal()) : std::string("a signal on another rank");
+      // What the shell sees under mpirun: Open MPI prints its "job has been aborted" banner for any
+      // non-zero exit (75 included), and after a TERM to mpirun it kills the ranks and returns 1.
+      const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+      const std::string shell =
+          !under_mpirun ? "exit code 75"
+          : stop_signal() == SIGTERM
+              ? "exit code 75; mpirun itself returns 1 after a TERM (send USR1 to mpirun for 75), after its "
+                "'job has been aborted' notice"
+              : "exit code 75, also mpirun's, after its 'job has been aborted' notice (Open MPI prints it for any "
+                "non-zero exit)";
       std::printf("hpctrain: stopped by %s after step %lld: checkpoint %s saved; rerun the same command to resume "
-                  "(exit code 75)\n",
-                  sig.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str());
+                  "(%s)\n",
+                  sig.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str(),
+                  shell.c_str());
       std::fflush(stdout);
     }
   } else if (budget_stop_) {
