@@ -33,4 +33,21 @@ assert last["loss"] is not None and last["images_per_s"] > 0, last
 print("metrics ok: %d steps, final loss %.4f" % (len(steps), last["loss"]))
 PY
 grep -q 'restart 0: 2 tasks' "$log" || fail "log lacks the launch line"
+grep -q 'to resume this run from a new submission' "$log" && fail "a finished job printed a resubmit command"
+
+# A job without --run.dir that fails (a bad value, exit 2): the log warns that the directory was
+# defaulted from the job id and prints the exact command that resumes this run from a new submission.
+# --gpus-per-node=0 (the CPU-cluster form of docs/slurm.md) overrides the script's --gpus-per-node=8.
+id=$(cd "$work" && sbatch --parsable --wait --job-name=bad --ntasks-per-node=1 --gpus-per-node=0 \
+       "$src/slurm/train.sbatch" --config "$src/configs/fmnist_cnn.ini" --data.dir "$work/fmnist" \
+       --train.log_every_steps 0 --train.device cpu)
+rc=$?
+id=${id%%;*}
+log=$work/bad-$id.out
+echo "---- $log"; cat "$log"
+[[ $rc == 2 ]] || fail "the failing job exited $rc, want 2"
+grep -q "warning: no --run.dir given: this run's directory is $work/runs/bad-$id" "$log" || fail "no warning for the defaulted run.dir"
+grep -q "train.log_every_steps = 0: must be in" "$log" || fail "the bad value is not named"
+want="to resume this run from a new submission (same environment: HT_CONFIG, HT_CONTAINER, ...): cd $work && sbatch --job-name=bad $src/slurm/train.sbatch --config $src/configs/fmnist_cnn.ini --data.dir $work/fmnist --train.log_every_steps 0 --train.device cpu --run.dir $work/runs/bad-$id"
+grep -qF "$want" "$log" || fail "no resubmit command, or not this one: $want"
 echo PASS
