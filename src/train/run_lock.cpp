@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -76,10 +77,15 @@ RunDirLock::RunDirLock(const std::string& run_dir, double wait_s) {
                        "); waited " + std::to_string(static_cast<int>(wait_s)) +
                        " s. Run one job per run directory: wait for it to end, stop it, or choose another run.dir");
     }
+    if (!waited) {  // say it once: a silent wait of wait_s looks like a hang
+      const std::string line = "hpctrain: run.dir = " + run_dir + " is locked by another job (" +
+                               describe_holder(read_all(fd_)) + "); waiting up to " +
+                               std::to_string(static_cast<int>(wait_s)) + " s for it to end\n";
+      std::fwrite(line.data(), 1, line.size(), stderr);
+    }
     waited = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  (void)waited;
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   const char* job = std::getenv("SLURM_JOB_ID");

@@ -24,6 +24,8 @@ check(rc == 2, f"a second job on the same run directory exits 2 (got {rc})") or 
 check("is in use by another job" in out and f"process {holder_pid}" in out,
       "its message names the run directory's holder and its process id") or print(out)
 check(waited >= 10, f"it waited for the holder before giving up ({waited:.1f} s)")
+check(f"is locked by another job (" in out and f"process {holder_pid}" in out and "waiting up to 15 s" in out,
+      "it says at once that it waits, and for whom") or print(out)
 check(first.poll() is None, "the first job still runs")
 
 os.killpg(first.pid, signal.SIGKILL)  # mpirun and the ranks at once: nothing runs its clean-up
