@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "io/h5_check.hpp"
@@ -221,6 +222,37 @@ int inspect_file(const std::string& path) {
   return kExitOk;
 }
 
+/// A run directory (it has checkpoints/ or metrics.jsonl): its checkpoints with their steps and
+/// sizes, and which one LATEST names (a dataset directory is validated instead).
+bool is_run_dir(const std::string& dir) {
+  return fs::is_directory(fs::path(dir) / "checkpoints") || fs::exists(fs::path(dir) / "metrics.jsonl");
+}
+
+int inspect_run_dir(const std::string& dir) {
+  if (dist().rank != 0) return kExitOk;
+  std::string out = "run directory " + dir + "\n";
+  for (const char* f : {"config.ini", "metrics.jsonl", "LATEST", "trace.json"})
+    out += std::string("  ") + f + ": " + (fs::exists(fs::path(dir) / f) ? "present" : "absent") + "\n";
+  std::string latest;
+  if (std::ifstream in(fs::path(dir) / "LATEST"); in) std::getline(in, latest);
+  const auto saved = list_checkpoints(dir);
+  out += "  checkpoints (" + std::to_string(saved.size()) + "):\n";
+  for (const auto& [step, path] : saved) {
+    std::error_code ec;
+    const auto bytes = fs::file_size(path, ec);
+    char line[512];
+    std::snprintf(line, sizeof line, "    step %8lld  %8.1f MiB  %s%s\n", static_cast<long long>(step),
+                  ec ? 0.0 : double(bytes) / (1 << 20), path.c_str(),
+                  !latest.empty() && fs::path(path).filename() == fs::path(latest).filename() ? "  <- LATEST" : "");
+    out += line;
+  }
+  if (saved.empty()) out += "    none\n";
+  out += "  details of one: hpctrain inspect " + (saved.empty() ? dir + "/checkpoints/step-N.h5" : saved.back().second) +
+         "; plots and a summary: hpctrain report " + dir + "\n";
+  std::fputs(out.c_str(), stdout);
+  return kExitOk;
+}
+
 int validate_dir(const std::string& dir, const std::string& split) {
   std::vector<std::string> splits;
   if (split == "all") splits = {"train", "test"};
@@ -262,6 +294,7 @@ int cmd_inspect(const Args& args) {
   const std::string path = paths.empty() ? "" : paths[0];
   if (path.empty() && validate.empty()) cl.fail("PATH or --validate DIR required");
   if (!(vet.timeout_s > 0)) cl.fail("--verify-timeout-s must be positive");
+  if (!path.empty() && fs::is_directory(path) && validate.empty() && is_run_dir(path)) return inspect_run_dir(path);
   if (!path.empty() && fs::is_directory(path)) validate = path;
 
   // Every rank runs the same checks; the outcome is agreed so all ranks exit together with one code

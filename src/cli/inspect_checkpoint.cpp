@@ -21,8 +21,15 @@ int inspect_checkpoint(const std::string& path) {
     auto geti = [&](const char* k) { return d.ints.count(k) ? std::to_string(d.ints.at(k)) : std::string("?"); };
     auto gets = [&](const char* k) { return d.strings.count(k) ? d.strings.at(k) : std::string("?"); };
     std::cout << "  format: " << kCheckpointFormat << " version " << d.version << "\n";
-    std::cout << "  step: " << geti("step") << "  epoch: " << geti("epoch")
-              << "  step_in_epoch: " << geti("step_in_epoch") << "\n";
+    // Epochs 1-based as the console prints them ("[epoch 1] step ..."); the file stores them 0-based,
+    // and a save at an epoch's end already names the next epoch with step_in_epoch 0.
+    const int64_t epoch = d.ints.count("epoch") ? d.ints.at("epoch") : -1;
+    const int64_t in_epoch = d.ints.count("step_in_epoch") ? d.ints.at("step_in_epoch") : -1;
+    std::cout << "  step: " << geti("step") << "  epoch: ";
+    if (epoch < 0 || in_epoch < 0) std::cout << "?";
+    else if (in_epoch == 0 && epoch > 0) std::cout << epoch << " (finished)";
+    else std::cout << epoch + 1 << " (step " << in_epoch << " of it)";
+    std::cout << "\n";
     std::cout << "  world_size at save: " << geti("world_size") << "  global_batch: " << geti("global_batch")
               << "  seed: " << geti("seed") << "\n";
     std::cout << "  model: " << gets("model") << "  config_hash: " << gets("config_hash") << "\n";

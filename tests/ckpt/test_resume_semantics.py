@@ -121,6 +121,15 @@ check(rc == 0 and f"ignoring --init-from {src}" in out and "resumes at step 12" 
 check("the config differs from the one saved in the checkpoint: optim.lr 0.01 -> 0.02" in out,
       "the changed key is named with both values") or print(out)
 
+# hpctrain inspect RUN_DIR lists the run's checkpoints and steps (not dataset shards); a checkpoint's
+# epoch is 1-based, as the console prints it.
+p = subprocess.run([HT, "inspect", fe], capture_output=True, text=True)
+check(p.returncode == 0 and f"run directory {fe}" in p.stdout and f"{ckpt(fe, 12)}  <- LATEST" in p.stdout,
+      f"inspect RUN_DIR lists the checkpoints and LATEST (exit {p.returncode})") or print(p.stdout + p.stderr)
+p = subprocess.run([HT, "inspect", ckpt(fe, 12)], capture_output=True, text=True)
+check(p.returncode == 0 and "  step: 12  epoch: 1 (step 12 of it)" in p.stdout,
+      "inspect names the checkpoint's epoch 1-based") or print(p.stdout + p.stderr)
+
 # A zero that used to crash (SIGFPE, exit 136): refused before anything runs, naming the key.
 rc, out = run(A("--run.dir", fresh_dir("log0"), train__log_every_steps="0"))
 check(rc == 2 and "train.log_every_steps = 0: must be in [1, 1e+12]" in out,
