@@ -117,8 +117,10 @@ void Trainer::setup_data() {
                                       s.synthetic_width, s.synthetic_channels, s.synthetic_classes, cfg_.run.seed, "test");
   } else {
     train_ds_ = open_sharded_dataset(data_dir_, "train");
-    test_ds_ = open_sharded_dataset(data_dir_, "test");
-    check_splits_agree(train_ds_->info(), test_ds_->info());
+    if (cfg_.train.eval) {  // without evaluation a dataset needs no test split
+      test_ds_ = open_sharded_dataset(data_dir_, "test");
+      check_splits_agree(train_ds_->info(), test_ds_->info());
+    }
   }
   const DatasetInfo& info = train_ds_->info();
   LoaderOptions lo;
@@ -152,7 +154,7 @@ void Trainer::setup_data() {
   eo.flip = false;
   eo.eval_batch = cfg_.train.eval_batch;
   eo.limit = cfg_.data.limit_test;
-  test_loader_ = std::make_unique<DataLoader>(test_ds_, eo);
+  if (test_ds_) test_loader_ = std::make_unique<DataLoader>(test_ds_, eo);
   total_steps_ = cfg_.train.epochs > 0 ? steps_per_epoch_ * cfg_.train.epochs : cfg_.train.max_steps;
   if (cfg_.train.max_steps > 0) total_steps_ = std::min(total_steps_, cfg_.train.max_steps);
 }
@@ -280,7 +282,8 @@ void Trainer::open_run_files(int threads) {
   std::cout << ", " << threads << " thread(s)/rank\n" << std::flush;
   // Old-format shards still train; say once per run that they lack HDF5's metadata checksums.
   std::vector<std::string> old = train_ds_->info().version1_shards;
-  for (auto& p : test_ds_->info().version1_shards) old.push_back(p);
+  if (test_ds_)
+    for (auto& p : test_ds_->info().version1_shards) old.push_back(p);
   if (!old.empty())
     std::cerr << "hpctrain: warning: " << old.size() << " shard(s) of data.dir = " << cfg_.data.dir
               << " are in shard format version 1 (HDF5's original file format, no metadata checksums), e.g. "

@@ -66,4 +66,18 @@ with tempfile.TemporaryDirectory() as root:
     rc, out, err = train(new, os.path.join(root, "run3"))
     check(rc == 0 and "done: 2 steps" in out, f"training on version-2 shards: rc {rc} {err[-1500:]}")
     check(not warnings(err), f"version-2 shards: no format warning: {warnings(err)}")
+
+    # 4. A dataset without a test split trains with train.eval = false (the split is needed only to
+    # evaluate), and with evaluation on it is refused naming the split.
+    train_only = os.path.join(root, "train_only")
+    shutil.copytree(new, train_only)
+    for f in os.listdir(train_only):
+        if f.startswith("test-"):
+            os.remove(os.path.join(train_only, f))
+    rc, out, err = run(["train", "--config", CONFIG, "--data.dir", train_only, "--run.dir", os.path.join(root, "run4"),
+                        "--train.max_steps", "2", "--train.global_batch", "4", "--train.device", "cpu",
+                        "--train.eval", "false"], np_ranks=2, timeout=180)
+    check(rc == 0 and "done: 2 steps" in out, f"no test split, train.eval = false: trains (rc {rc}) {err[-1500:]}")
+    rc, out, err = train(train_only, os.path.join(root, "run5"))
+    check(rc == 2 and "test" in err, f"no test split, train.eval = true: exit 2 naming the split (rc {rc}) {err[-600:]}")
 finish()
