@@ -109,7 +109,7 @@ std::string checkpoint_counters_problem(const CheckpointLayout& l) {
                            {"total_steps", 1, kMax},
                            {"nonfinite_in_row", 0, kMax},
                            {"nonfinite_total", 0, kMax},
-                           {"world_size", 0, kCheckpointMaxWorldSize},
+                           {"world_size", 1, kCheckpointMaxWorldSize},
                            {"global_batch", 1, kMax}})
     if (std::string p = range(k, lo, hi); !p.empty()) return p;
   if (has("step_in_epoch") && has("steps_per_epoch") && v("step_in_epoch") > v("steps_per_epoch"))
