@@ -115,8 +115,25 @@ struct Checked {
 // declares: element type, rank, element and byte counts (checked 64-bit), chunked layout with only
 // fletcher32, and that its data is stored (allocated, every chunk present, stored bytes covering the
 // declared size and within the file's `file_size`).
+/// Each component of `name` ("param/conv1.weight": /param, then /param/conv1.weight) exists; throws
+/// H5Fail saying the object is missing, or, when HDF5 cannot read a group's metadata on the way (its
+/// checksum fails, the file is cut short), that the file is damaged there: not "missing".
+void require_links(hid_t f, const std::string& name) {
+  std::string parent;  // the group whose links the lookup reads ("" = the root group)
+  for (size_t end = name.find('/');; end = name.find('/', end + 1)) {
+    const std::string prefix = name.substr(0, end);
+    const htri_t e = H5Lexists(f, prefix.c_str(), H5P_DEFAULT);
+    if (e < 0)
+      throw H5Fail("the file is damaged at /" + parent + ": HDF5 cannot read that group's metadata (a checksum " +
+                   "mismatch or a truncated file), so /" + name + " cannot be reached");
+    if (e == 0) throw H5Fail("dataset /" + name + " is missing");
+    if (end == std::string::npos) return;
+    parent = prefix;
+  }
+}
+
 Checked open_checked(hid_t f, const std::string& name, Kind kind, uint64_t file_size) {
-  if (H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0) throw H5Fail("dataset /" + name + " is missing");
+  require_links(f, name);
   H5O_info_t oi;
   h5(H5Oget_info_by_name(f, name.c_str(), &oi, H5P_DEFAULT), "object /" + name);
   if (oi.type != H5O_TYPE_DATASET) throw H5Fail("/" + name + " is not a dataset");
@@ -195,7 +212,11 @@ std::string read_text(hid_t f, const std::string& name, uint64_t file_size) {
 std::vector<std::string> group_members(hid_t f, const char* g) {
   std::vector<std::string> out;
   if (H5Lexists(f, g, H5P_DEFAULT) <= 0) return out;
-  H5Handle grp(h5(H5Gopen2(f, g, H5P_DEFAULT), std::string("open group /") + g), H5Gclose);
+  const hid_t opened = H5Gopen2(f, g, H5P_DEFAULT);
+  if (opened < 0)
+    throw H5Fail(std::string("the file is damaged at /") + g +
+                 ": HDF5 cannot read the group's metadata (a checksum mismatch or a truncated file)");
+  H5Handle grp(opened, H5Gclose);
   H5G_info_t info;
   h5(H5Gget_info(grp, &info), "H5Gget_info");
   for (hsize_t i = 0; i < info.nlinks; ++i) {

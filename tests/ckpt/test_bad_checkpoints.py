@@ -75,6 +75,14 @@ def set_int(key, value):
     return m
 
 
+def damage_group_header(group):
+    """Flips a byte inside the group's object header (version 2: checksummed), after h5py closed the
+    file: HDF5 then cannot read the group's links. Returns the byte offset to flip."""
+    def m(f):
+        return h5py.h5o.get_info(f[group].id).addr + 12
+    return m
+
+
 def set_float(key, value):
     def m(f):
         f["floats"][key][0] = value
@@ -159,6 +167,9 @@ CASES = [
     ("steps_per_epoch missing", del_int("steps_per_epoch"), ["/ints/steps_per_epoch", "missing"], False),
     ("lr = nan", set_float("lr", float("nan")), ["floats/lr", "nan"], False),
     ("loss_scale = 0", set_float("loss_scale", 0.0), ["floats/loss_scale"], False),
+    # A group whose metadata checksum fails is damage there, not a missing tensor.
+    ("/param header damaged", damage_group_header("param"), ["the file is damaged at /param:", "cannot be reached"], True),
+    ("/meta header damaged", damage_group_header("meta"), ["the file is damaged at /meta:"], True),
 ]
 
 
@@ -191,7 +202,13 @@ for i, (name, mutate, expect, fallback, *rest) in enumerate(CASES):
     shutil.copytree(base, d)
     bad = ckpt(d, 12)
     with h5py.File(bad, "r+") as f:
-        mutate(f)
+        flip = mutate(f)
+    if isinstance(flip, int):  # raw damage at that byte, once h5py has closed the file
+        with open(bad, "r+b") as raw:
+            raw.seek(flip)
+            b = raw.read(1)
+            raw.seek(flip)
+            raw.write(bytes([b[0] ^ 0xFF]))
     before = sha(bad)
     # inspect: exit 2, naming the dataset and the value
     p = subprocess.run([HT, "inspect", bad], capture_output=True, text=True, timeout=60, preexec_fn=limited)
