@@ -149,9 +149,18 @@ Kind kind_of(const std::string& path, hid_t file) {
   std::string format;
   h5_read_attr_string(file, "format", format);
   const std::string name = fs::path(path).filename().string();
-  if (format == kCheckpointFormat || checkpoint_step_from_name(name) >= 0) return Kind::checkpoint;
   static const std::regex shard_name(R"((train|test)-\d{5}-of-\d{5}\.h5)");
-  if (format == "hpctrain-dataset" || std::regex_match(name, shard_name)) return Kind::shard;
+  const bool named_checkpoint = checkpoint_step_from_name(name) >= 0;
+  const bool named_shard = std::regex_match(name, shard_name);
+  // The name says what its reader will take it for (the trainer opens train-*/test-* as shards and
+  // step-*.h5 as checkpoints): a format attribute that says otherwise is a wrong file in that place,
+  // not a valid file of the other kind.
+  if ((named_shard && format == kCheckpointFormat) || (named_checkpoint && format == "hpctrain-dataset"))
+    throw UsageError(path + ": named like a " + (named_shard ? "dataset shard" : "checkpoint") +
+                     " but its root attribute format = \"" + format + "\" says it is a " +
+                     (named_shard ? "checkpoint" : "dataset shard"));
+  if (format == kCheckpointFormat || named_checkpoint) return Kind::checkpoint;
+  if (format == "hpctrain-dataset" || named_shard) return Kind::shard;
   return Kind::other;
 }
 

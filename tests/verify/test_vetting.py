@@ -159,6 +159,15 @@ def main():
     check(os.path.exists(os.path.join(TMP, "run_good", "checkpoints", "step-00000002.h5.bad")), "the rejected checkpoint is set aside (.bad)")
     check(not cores() and not leftovers(), "no core file, no process left")
 
+    # A checkpoint in a shard's place (named train-*.h5, format = "hpctrain-checkpoint") is a wrong file
+    # there, not a valid checkpoint: verify refuses it naming the format.
+    misplaced = os.path.join(TMP, "misplaced", "train-00000-of-00001.h5")
+    os.makedirs(os.path.dirname(misplaced))
+    shutil.copy(os.path.join(TMP, "run_good", "checkpoints", "step-00000001.h5"), misplaced)
+    p = subprocess.run([HT, "verify", misplaced], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2 and 'format = "hpctrain-checkpoint"' in p.stdout + p.stderr and "checkpoint: ok" not in p.stdout,
+          f"a checkpoint named like a shard is refused naming its format (got {p.returncode})\n{p.stdout}{p.stderr}")
+
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         sys.exit(1)
