@@ -261,7 +261,16 @@ std::shared_ptr<Dataset> open_dataset_shard(const std::string& path) { return op
 
 std::shared_ptr<Dataset> open_sharded_dataset(const std::string& dir, const std::string& split) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw UsageError(dir + ": dataset directory does not exist");
+  if (!fs::is_directory(dir, ec)) {
+    // Say where a relative path was looked for: from a config file, users expect the file's directory.
+    std::string where;
+    if (fs::path(dir).is_relative()) {
+      const auto cwd = fs::current_path(ec);
+      where = " (a relative path is resolved against the working directory " + (ec ? std::string("?") : cwd.string()) +
+              ", not against the config file's directory)";
+    }
+    throw UsageError(dir + ": dataset directory does not exist" + where);
+  }
   // Collect <split>-KKKKK-of-SSSSS.h5 and require one complete, consistently numbered set.
   std::regex re(split + R"(-(\d{5})-of-(\d{5})\.h5)");
   std::map<int, std::string> found;

@@ -80,4 +80,11 @@ with tempfile.TemporaryDirectory() as root:
     check(rc == 0 and "done: 2 steps" in out, f"no test split, train.eval = false: trains (rc {rc}) {err[-1500:]}")
     rc, out, err = train(train_only, os.path.join(root, "run5"))
     check(rc == 2 and "test" in err, f"no test split, train.eval = true: exit 2 naming the split (rc {rc}) {err[-600:]}")
+
+    # A relative data.dir that does not exist: the error says where it was looked for.
+    rc, out, err = run(["train", "--config", CONFIG, "--data.dir", "no/such/dataset", "--run.dir",
+                        os.path.join(root, "run6"), "--train.max_steps", "1", "--train.device", "cpu"])
+    check(rc == 2 and "no/such/dataset: dataset directory does not exist (a relative path is resolved against the "
+          f"working directory {os.getcwd()}, not against the config file's directory)" in err,
+          f"a missing relative data.dir names the directory it was resolved against (rc {rc}) {err[-600:]}")
 finish()
