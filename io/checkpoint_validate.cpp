@@ -144,6 +144,12 @@ std::string checkpoint_counters_problem(const CheckpointLayout& l) {
   }
   if (auto it = l.floats.find("lr"); it != l.floats.end() && !(std::isfinite(it->second) && it->second >= 0))
     return "floats/lr = " + std::to_string(it->second) + " is not a finite learning rate >= 0";
+  if (auto it = l.floats.find("train_loss"); it != l.floats.end() && !std::isfinite(it->second))
+    return "floats/train_loss = " + std::to_string(it->second) + " is not finite";
+  if (auto it = l.floats.find("test_top1"); it != l.floats.end() && !(it->second >= 0 && it->second <= 1))
+    return "floats/test_top1 = " + std::to_string(it->second) + " is outside [0, 1]";
+  if (auto it = l.floats.find("test_loss"); it != l.floats.end() && !(std::isfinite(it->second) && it->second >= 0))
+    return "floats/test_loss = " + std::to_string(it->second) + " is not finite and >= 0";
   if (auto it = l.floats.find("loss_scale"); it != l.floats.end() && !(std::isfinite(it->second) && it->second > 0))
     return "floats/loss_scale = " + std::to_string(it->second) + " is not finite and > 0";
   // Written by runs with loss scaling (src/train/loss_scaler.hpp): the scale is then a power of two.

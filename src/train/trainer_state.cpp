@@ -11,6 +11,8 @@
 #include "src/train/config.hpp"
 #include "src/train/sgd.hpp"
 #include "src/train/trainer.hpp"
+
+#include <cmath>
 #include "src/train/training_state.hpp"
 
 namespace ht {
@@ -109,6 +111,11 @@ TrainingState Trainer::capture_state() {
   s.steps_per_epoch = steps_per_epoch_;
   s.lr = learning_rate(cfg_.optim, prog_.step, total_steps_, steps_per_epoch_);
   if (scaler_) s.loss_scale = scaler_->state();
+  if (std::isfinite(summary_.last_loss) && prog_.step > 0) s.train_loss = summary_.last_loss;
+  if (summary_.test_top1 >= 0) {
+    s.test_top1 = summary_.test_top1;
+    s.test_loss = summary_.test_loss;
+  }
   s.model = cfg_.model.name;
   s.config = to_ini(cfg_);
   s.config_hash = hex64(fnv1a(s.config));
@@ -135,6 +142,12 @@ std::vector<std::string> Trainer::restore_state(const TrainingState& s, RestoreS
     prog_.step_in_epoch = s.step_in_epoch;
     prog_.nonfinite_in_row = s.nonfinite_in_row;
     prog_.nonfinite_total = s.nonfinite_total;
+    // How the run was doing: the next save and run_end carry it on until this start measures anew.
+    if (s.train_loss) summary_.last_loss = *s.train_loss;
+    if (s.test_top1) {
+      summary_.test_top1 = *s.test_top1;
+      summary_.test_loss = s.test_loss.value_or(0);
+    }
     // The scale and its clean-step count, bit for bit; a checkpoint without them (an earlier build,
     // a run without loss scaling) leaves the scaler at train.loss_scale.initial.
     if (scaler_ && s.loss_scale) scaler_->restore(*s.loss_scale);

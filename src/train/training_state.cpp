@@ -110,6 +110,9 @@ CheckpointData to_checkpoint_data(TrainingState s) {
             {"nonfinite_total", s.nonfinite_total},
             {"epoch_offset", s.epoch_offset}};
   d.floats = {{"lr", s.lr}, {"loss_scale", 1.0}};
+  if (s.train_loss) d.floats["train_loss"] = *s.train_loss;
+  if (s.test_top1) d.floats["test_top1"] = *s.test_top1;
+  if (s.test_loss) d.floats["test_loss"] = *s.test_loss;
   if (s.loss_scale) s.loss_scale->to_checkpoint(d);
   d.strings = {{"model", std::move(s.model)},
                {"config", std::move(s.config)},
@@ -137,6 +140,8 @@ TrainingState training_state_from_checkpoint(CheckpointData d, const std::string
   s.total_steps = int_or(d, "total_steps", 0);
   s.steps_per_epoch = int_or(d, "steps_per_epoch", 0);
   s.lr = float_or(d, "lr", 0);
+  for (auto [key, field] : {std::pair{"train_loss", &s.train_loss}, {"test_top1", &s.test_top1}, {"test_loss", &s.test_loss}})
+    if (auto it = d.floats.find(key); it != d.floats.end()) *field = it->second;
   if (LossScaleState ls; LossScaleState::from_checkpoint(d, ls)) s.loss_scale = ls;
   s.model = string_or(d, "model", "?");
   s.config = string_or(d, "config", "");

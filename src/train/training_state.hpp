@@ -54,6 +54,10 @@ struct TrainingState {
   /// The loss scaler (src/train/loss_scaler.hpp) of a run with loss scaling; empty otherwise (the
   /// file then holds floats/loss_scale = 1 and no ints/loss_scale_clean_steps, as earlier builds wrote).
   std::optional<LossScaleState> loss_scale;
+  // ---- how the run was doing at the save (to pick the best checkpoint; absent in earlier files) ----
+  std::optional<double> train_loss;  ///< the last finite step loss (global mean)
+  std::optional<double> test_top1;   ///< the latest evaluation before the save: top-1 in [0, 1] ...
+  std::optional<double> test_loss;   ///< ... and its mean loss
   std::string model = "?"; ///< model.name ("?" when the checkpoint does not record it)
   std::string config;      ///< the effective config as INI text ("" when not recorded)
   std::string config_hash; ///< FNV-1a of `config`, 16 lower-case hex digits

@@ -129,6 +129,11 @@ check(p.returncode == 0 and f"run directory {fe}" in p.stdout and f"{ckpt(fe, 12
 p = subprocess.run([HT, "inspect", ckpt(fe, 12)], capture_output=True, text=True)
 check(p.returncode == 0 and "  step: 12  epoch: 1 (step 12 of it)" in p.stdout,
       "inspect names the checkpoint's epoch 1-based") or print(p.stdout + p.stderr)
+# The checkpoint carries how the run was doing (to pick the best one): the last loss and the final top-1.
+with h5py.File(ckpt(fe, 12), "r") as f:
+    fl = {k: float(f["floats"][k][0]) for k in f["floats"]}
+check(fl.get("test_top1") == want and "train_loss" in fl and fl["train_loss"] == metrics(fe, "step")[-1]["loss"],
+      f"floats/test_top1 = the run's top-1 {want}, floats/train_loss = the last step's loss: {fl}")
 
 # A zero that used to crash (SIGFPE, exit 136): refused before anything runs, naming the key.
 rc, out = run(A("--run.dir", fresh_dir("log0"), train__log_every_steps="0"))
