@@ -408,8 +408,8 @@ void CheckpointManager::run_end(TrainSummary& s) {
           : stop_signal() == SIGTERM
               ? "exit code 75; mpirun itself returns 1 after a TERM (send USR1 to mpirun for 75), after its "
                 "'job has been aborted' notice"
-              : "exit code 75, also mpirun's, after its 'job has been aborted' notice (Open MPI prints it for any "
-                "non-zero exit)";
+              : "exit code 75, mpirun's too, after Open MPI's 'job has been aborted' notice, which it prints for "
+                "any non-zero exit";
       std::printf("hpctrain: stopped by %s after step %lld: checkpoint %s saved; rerun the same command to resume "
                   "(%s)\n",
                   sig.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str(),
