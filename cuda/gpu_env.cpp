@@ -179,8 +179,7 @@ GpuDiagnosis diagnose_gpu_env(const GpuEnv& env) {
                "no NVIDIA driver: " + env.libcuda + " cannot be loaded (" + env.load_error + ")",
                "run on a GPU node (login nodes usually have no driver: srun --gpus-per-task=1 ... or "
                "sbatch --gres=gpu:N); in a container pass the GPUs through (docker --gpus all, apptainer "
-               "--nv); check that `nvidia-smi` works there; to check a CPU run here instead: hpctrain doctor "
-               "--device cpu");
+               "--nv); check that `nvidia-smi` works there");
   if (env.visible_devices_set && visible_devices_hide_all(env.visible_devices))
     return set(GpuStatus::kVisibleDevicesEmpty,
                "CUDA_VISIBLE_DEVICES='" + env.visible_devices + "' hides every GPU",

@@ -53,7 +53,9 @@ void gpu_problems(const std::vector<RankReport>& reps, bool want_gpu, std::vecto
   for (const auto& [key, ranks] : bad) {
     std::string host = key.substr(0, key.find('\n')), what = key.substr(key.find('\n') + 1);
     ps.push_back({want_gpu ? Severity::error : Severity::warning, "gpu", rank_list(ranks) + " on " + host + ": " + what,
-                  want_gpu ? fix[key] : fix[key] + " (only needed for train.device = cuda)"});
+                  // Checking a GPU run where there is none: say how to check the CPU run instead.
+                  want_gpu ? fix[key] + "; to check a CPU run here instead: hpctrain doctor --device cpu"
+                           : fix[key] + " (only needed for train.device = cuda)"});
   }
   // A driver of the same major version but an older minor one than the runtime still runs (CUDA minor
   // version compatibility) unless a kernel needs PTX JIT compilation to a newer ISA.
