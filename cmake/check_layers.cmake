@@ -1,34 +1,47 @@
 # Fails the build when a source file includes a header of a layer above its own (cmake -P script;
 # run by the ht_check_layers target before any layer compiles). The layers, bottom to top, and what
-# each may include (docs/architecture.md):
-#   src/base                 itself only
-#   io, mpi, cuda            src/base and themselves
-#   mpi/gpu                  the bridge of MPI and CUDA: src/base, mpi, cuda
-#   src/ops                  src/base, cuda (the GPU halves' declarations)
+# each may include (docs/architecture.md). Layer 1 and 2 are top-level folders, layers 3-6 are in src/:
+#   base                     itself only
+#   io, mpi, cuda            base and themselves (io/checkpoint and io/dataset are part of io)
+#   mpi/gpu                  the bridge of MPI and CUDA: base, mpi, cuda
+#   src/ops                  base, cuda (the GPU runtime: context, allocator, checks)
 #   src/nn                   + src/ops
 #   src/train                + io, mpi, mpi/gpu, src/nn
 #   src/cli                  + src/train
 # Usage: cmake -DROOT=<source dir> -P cmake/check_layers.cmake
-set(allowed_src/base "src/base")
-set(allowed_io       "src/base;io")
-set(allowed_mpi      "src/base;mpi")
-set(allowed_cuda     "src/base;cuda")
-set(allowed_mpi/gpu  "src/base;mpi;cuda;mpi/gpu")
-set(allowed_src/ops  "src/base;cuda;src/ops")
-set(allowed_src/nn   "src/base;cuda;src/ops;src/nn")
-set(allowed_src/train "src/base;io;mpi;mpi/gpu;cuda;src/ops;src/nn;src/train")
-set(allowed_src/cli  "src/base;io;mpi;mpi/gpu;cuda;src/ops;src/nn;src/train;src/cli")
-set(layers src/base io mpi cuda mpi/gpu src/ops src/nn src/train src/cli)
+set(allowed_base      "base")
+set(allowed_io        "base;io")
+set(allowed_mpi       "base;mpi")
+set(allowed_cuda      "base;cuda")
+set(allowed_mpi/gpu   "base;mpi;cuda;mpi/gpu")
+set(allowed_src/ops   "base;cuda;src/ops")
+set(allowed_src/nn    "base;cuda;src/ops;src/nn")
+set(allowed_src/train "base;io;mpi;mpi/gpu;cuda;src/ops;src/nn;src/train")
+set(allowed_src/cli   "base;io;mpi;mpi/gpu;cuda;src/ops;src/nn;src/train;src/cli")
+set(layers base io mpi cuda mpi/gpu src/ops src/nn src/train src/cli)
+# The folders of each layer (a layer's sub-folders that are not layers of their own).
+set(dirs_io io io/checkpoint io/dataset)
 
-# The layer a path (relative to ROOT) belongs to: its directory, where mpi/gpu is its own layer.
+# The layer a path (relative to ROOT) belongs to: its directory, where mpi/gpu is its own layer and
+# io/checkpoint, io/dataset belong to io.
 function(layer_of path out)
   get_filename_component(dir "${path}" DIRECTORY)
+  if(dir MATCHES "^io/")
+    set(dir "io")
+  endif()
   set(${out} "${dir}" PARENT_SCOPE)
 endfunction()
 
 set(violations "")
 foreach(layer ${layers})
-  file(GLOB files "${ROOT}/${layer}/*.cpp" "${ROOT}/${layer}/*.hpp" "${ROOT}/${layer}/*.cu" "${ROOT}/${layer}/*.cuh")
+  if(NOT DEFINED dirs_${layer})
+    set(dirs_${layer} ${layer})
+  endif()
+  set(files)
+  foreach(d ${dirs_${layer}})
+    file(GLOB f "${ROOT}/${d}/*.cpp" "${ROOT}/${d}/*.hpp" "${ROOT}/${d}/*.cu" "${ROOT}/${d}/*.cuh")
+    list(APPEND files ${f})
+  endforeach()
   foreach(f ${files})
     file(STRINGS "${f}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
     foreach(line ${lines})

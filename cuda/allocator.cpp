@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "src/base/bytes.hpp"
-#include "src/base/error.hpp"
-#include "src/base/tensor.hpp"
+#include "base/bytes.hpp"
+#include "base/error.hpp"
+#include "base/tensor.hpp"
 
 #if defined(HT_HAVE_CUDA)
 #include <mutex>

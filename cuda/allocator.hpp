@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/base/bytes.hpp"
+#include "base/bytes.hpp"
 
 namespace ht::cuda {
 

@@ -4,7 +4,7 @@
 #include <set>
 #include <sstream>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 namespace {

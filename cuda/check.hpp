@@ -1,10 +1,10 @@
 #pragma once
 // Check macros of the CUDA libraries: HT_CUDA_CHECK, HT_CUDNN_CHECK, HT_CUBLAS_CHECK, HT_NCCL_CHECK.
 // Each failure message names rank, host and file:line, then throws ht::RuntimeError (the common
-// format is src/base/check.hpp); the CLI turns an uncaught error into MPI_Abort so no rank is left
+// format is base/check.hpp); the CLI turns an uncaught error into MPI_Abort so no rank is left
 // hanging. The macros exist only in builds with HT_HAVE_CUDA (and in .cu files).
 // Usage: HT_CUDA_CHECK(cudaMalloc(...)).
-#include "src/base/check.hpp"
+#include "base/check.hpp"
 
 #if defined(HT_HAVE_CUDA)
 #include <cublas_v2.h>

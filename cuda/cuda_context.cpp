@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 #if defined(HT_HAVE_CUDA)
 #include "cuda/allocator.hpp"

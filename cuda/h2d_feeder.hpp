@@ -8,7 +8,7 @@
 // CUDA builds only (HT_HAVE_CUDA); the trainer uses it when train.device = cuda.
 #include <memory>
 
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 
 namespace ht::cuda {
 

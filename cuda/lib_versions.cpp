@@ -8,7 +8,7 @@
 #include <fstream>
 #include <vector>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 #if defined(HT_HAVE_CUDA)
 #include <dlfcn.h>

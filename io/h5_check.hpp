@@ -1,10 +1,10 @@
 #pragma once
 // HT_H5_CHECK(H5Fclose(f)): HDF5 C API calls return a negative herr_t or hid_t on failure; the
-// macro throws ht::RuntimeError naming rank, host, file:line and the call (src/base/check.hpp),
+// macro throws ht::RuntimeError naming rank, host, file:line and the call (base/check.hpp),
 // and otherwise yields the call's value.
 #include <hdf5.h>
 
-#include "src/base/check.hpp"
+#include "base/check.hpp"
 
 #define HT_H5_CHECK(call)                                                             \
   ([&]() {                                                                            \

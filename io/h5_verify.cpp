@@ -6,11 +6,11 @@
 #include <regex>
 #include <vector>
 
-#include "io/checkpoint_format.hpp"
-#include "io/checkpoint_store.hpp"
-#include "io/dataset.hpp"
+#include "io/checkpoint/checkpoint_format.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/dataset/dataset.hpp"
 #include "io/h5.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace fs = std::filesystem;
 

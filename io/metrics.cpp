@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 

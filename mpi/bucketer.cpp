@@ -6,7 +6,7 @@
 
 #include <mpi.h>
 
-#include "src/base/hash.hpp"
+#include "base/hash.hpp"
 
 #include "mpi/dist.hpp"
 

@@ -1,11 +1,11 @@
 #pragma once
 // HT_MPI_CHECK(MPI_Allreduce(...)): throws ht::RuntimeError naming rank, host, file:line, the call
-// and MPI's own error text (src/base/check.hpp has the common message format).
+// and MPI's own error text (base/check.hpp has the common message format).
 #include <mpi.h>
 
 #include <string>
 
-#include "src/base/check.hpp"
+#include "base/check.hpp"
 
 namespace ht {
 

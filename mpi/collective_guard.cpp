@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "mpi/peer_beacon.hpp"
-#include "src/base/check.hpp"
+#include "base/check.hpp"
 
 namespace ht {
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "src/base/error.hpp"
-#include "src/base/tensor.hpp"
+#include "base/error.hpp"
+#include "base/tensor.hpp"
 
 namespace ht {
 

@@ -7,6 +7,7 @@
 
 #include "mpi/check.hpp"
 #include "mpi/collective_guard.hpp"
+#include "base/log.hpp"
 
 namespace ht {
 namespace {
@@ -41,6 +42,7 @@ void dist_init(int* argc, char*** argv) {
   int len = 0;
   HT_MPI_CHECK(MPI_Get_processor_name(host, &len));
   g_ctx.host.assign(host, static_cast<size_t>(len));
+  set_log_identity(g_ctx.rank, g_ctx.world_size, g_ctx.host);
   std::vector<char> all(static_cast<size_t>(g_ctx.world_size) * MPI_MAX_PROCESSOR_NAME, 0);
   {
     CollectiveWait wait("MPI_Allgather of the host names (start-up)");

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "mpi/collective_guard.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 

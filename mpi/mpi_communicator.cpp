@@ -13,7 +13,7 @@
 #include "mpi/check.hpp"
 #include "mpi/collective_guard.hpp"
 #include "mpi/wire_bf16.hpp"
-#include "src/base/clock.hpp"
+#include "base/clock.hpp"
 
 namespace ht {
 

@@ -10,7 +10,7 @@
 
 #include "mpi/check.hpp"
 #include "mpi/collective_guard.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 #if defined(HT_HAVE_CUDA) && __has_include(<nvtx3/nvToolsExt.h>)
 #include <nvtx3/nvToolsExt.h>

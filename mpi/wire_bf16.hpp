@@ -1,26 +1,26 @@
 #pragma once
 // bfloat16 for the gradient wire (dist.grad_dtype = bf16): float32 -> bf16 bits (round to nearest
 // even, NaN kept quiet), bf16 bits -> float32 (exact), and the MPI reduction that sums two bf16
-// vectors in float32 and rounds each sum once. The conversions are src/base/bf16.hpp's (the shared
+// vectors in float32 and rounds each sum once. The conversions are base/bf16.hpp's (the shared
 // ones, host and device) where that header is in the tree, else the same formula here (a branch
 // without it).
 #include <cstdint>
 #include <cstring>
 #include <span>
 
-#if __has_include("src/base/bf16.hpp")
-#include "src/base/bf16.hpp"
+#if __has_include("base/bf16.hpp")
+#include "base/bf16.hpp"
 #endif
 
 namespace ht::wire {
 
-#if __has_include("src/base/bf16.hpp")
-/// float -> bf16 bits, round to nearest even; NaN -> quiet NaN (src/base/bf16.hpp).
+#if __has_include("base/bf16.hpp")
+/// float -> bf16 bits, round to nearest even; NaN -> quiet NaN (base/bf16.hpp).
 inline uint16_t bf16_from_f32(float f) { return bf16_bits_from_f32(f); }
 /// bf16 bits -> float (exact).
 inline float f32_from_bf16(uint16_t b) { return f32_from_bf16_bits(b); }
 #else
-/// float -> bf16 bits, round to nearest even; NaN -> quiet NaN (the formula of src/base/bf16.hpp).
+/// float -> bf16 bits, round to nearest even; NaN -> quiet NaN (the formula of base/bf16.hpp).
 inline uint16_t bf16_from_f32(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
-#include "src/base/check.hpp"
+#include "base/check.hpp"
 
 int main(int argc, char** argv) {
   int provided = 0;

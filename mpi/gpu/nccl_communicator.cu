@@ -16,7 +16,7 @@
 //   (mpi/gpu/poll_deadline.hpp). Every later call throws, since the communicator is gone.
 // - Wire dtype (dist.grad_dtype): with bf16, start_allreduce_average (the gradient buckets) rounds
 //   the float32 bucket to a bfloat16 copy on the communication stream (nearest even, the rounding of
-//   src/base/bf16.hpp), averages the copy with ncclAvg over ncclBfloat16 (half the bytes on the wire)
+//   base/bf16.hpp), averages the copy with ncclAvg over ncclBfloat16 (half the bytes on the wire)
 //   and widens the result back into the float32 bucket, all ordered on that stream. The copies are
 //   kept per started operation and reused step after step (same buckets, no allocation in the
 //   steady state). The blocking collectives stay float32.
@@ -38,7 +38,7 @@
 #include "mpi/collective_guard.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/gpu/poll_deadline.hpp"
-#include "src/base/bf16.hpp"
+#include "base/bf16.hpp"
 #include "mpi/mpi_communicator.hpp"  // mpi_broadcast_bytes
 #include "mpi/gpu/nccl_communicator.hpp"
 

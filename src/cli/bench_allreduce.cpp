@@ -35,9 +35,9 @@
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
-#include "src/base/clock.hpp"
-#include "src/base/error.hpp"
-#include "src/base/tensor.hpp"
+#include "base/clock.hpp"
+#include "base/error.hpp"
+#include "base/tensor.hpp"
 
 #if defined(HT_HAVE_CUDA) && __has_include("cuda/cuda_context.hpp")
 #include "cuda/cuda_context.hpp"

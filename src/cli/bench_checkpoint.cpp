@@ -16,12 +16,12 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "io/checkpoint_store.hpp"
-#include "io/checkpoint_writer.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/checkpoint/checkpoint_writer.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
-#include "src/base/clock.hpp"
-#include "src/base/error.hpp"
+#include "base/clock.hpp"
+#include "base/error.hpp"
 
 namespace fs = std::filesystem;
 

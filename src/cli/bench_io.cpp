@@ -24,13 +24,13 @@
 #include <regex>
 #include <thread>
 
-#include "io/dataset.hpp"
-#include "io/sampler.hpp"
+#include "io/dataset/dataset.hpp"
+#include "io/dataset/sampler.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
-#include "src/base/error.hpp"
-#include "src/base/clock.hpp"
+#include "base/error.hpp"
+#include "base/clock.hpp"
 
 namespace fs = std::filesystem;
 

@@ -15,7 +15,7 @@
 
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 namespace {

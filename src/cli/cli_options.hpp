@@ -28,8 +28,8 @@
 
 #include <boost/program_options.hpp>
 
-#include "src/base/error.hpp"
-#include "src/base/suggest.hpp"  // edit_distance, closest_match
+#include "base/error.hpp"
+#include "base/suggest.hpp"  // edit_distance, closest_match
 #include "src/cli/commands.hpp"
 
 namespace ht {

@@ -15,13 +15,13 @@
 #include <sstream>
 
 #include "io/h5_check.hpp"
-#include "io/checkpoint_store.hpp"
-#include "io/dataset.hpp"
-#include "io/dataset_h5.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/dataset/dataset.hpp"
+#include "io/dataset/dataset_h5.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 #include "src/train/file_vetting.hpp"
 
 namespace fs = std::filesystem;

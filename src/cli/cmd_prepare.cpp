@@ -4,11 +4,11 @@
 // --shards applies to the train split only. Only rank 0 converts when run under mpirun.
 #include <cstdio>
 
-#include "io/dataset_prepare.hpp"
+#include "io/dataset/dataset_prepare.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 

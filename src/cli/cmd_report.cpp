@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 #include "src/cli/commands.hpp"
 
 namespace ht {

@@ -13,9 +13,9 @@
 #include <cstdlib>
 
 #include "io/h5_verify.hpp"
-#include "src/base/child_process.hpp"
-#include "src/base/error.hpp"
-#include "src/base/test_faults.hpp"
+#include "base/child_process.hpp"
+#include "base/error.hpp"
+#include "base/test_faults.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/train/file_vetting.hpp"

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-#include "src/base/bytes.hpp"
+#include "base/bytes.hpp"
 #include "src/ops/cpu_precision.hpp"
 
 namespace ht {

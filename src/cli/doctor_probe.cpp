@@ -15,8 +15,8 @@
 
 #include "cuda/check.hpp"  // cuDNN and NCCL headers in CUDA builds
 #include "mpi/check.hpp"
-#include "src/base/hash.hpp"
-#include "src/base/error.hpp"
+#include "base/hash.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 namespace {

@@ -3,14 +3,14 @@
 // versions, its executable, the run directory's file system), filled into a RankReport. This is the
 // only part of the doctor that reads the environment; the analysis works on the reports alone.
 //
-// Test faults (src/base/test_faults.hpp, HT_TEST_FAULTS; '|' separates per-rank values) replace what
+// Test faults (base/test_faults.hpp, HT_TEST_FAULTS; '|' separates per-rank values) replace what
 // was probed: doctor.gpu_uuids (comma-separated UUIDs, or "none"), doctor.hosts, doctor.cudnn_version
 // and doctor.nccl_version (RUNTIME[/BUILT], RUNTIME an integer or "missing"), doctor.hdf5_version,
 // doctor.mpi_version, doctor.exe_hash, doctor.fstype, doctor.free_bytes. HT_LIBCUDA / HT_LIBNVML
 // (cuda/gpu_env.hpp) load a fake driver library instead.
 #include <string>
 
-#include "src/base/test_faults.hpp"
+#include "base/test_faults.hpp"
 #include "src/cli/doctor_report.hpp"
 
 namespace ht {

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 

@@ -4,8 +4,8 @@
 #include <iostream>
 #include <string>
 
-#include "io/checkpoint_format.hpp"
-#include "src/base/error.hpp"
+#include "io/checkpoint/checkpoint_format.hpp"
+#include "base/error.hpp"
 #include "src/cli/commands.hpp"
 
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 #include "src/train/build_info.hpp"
 #include "src/train/config.hpp"
 #include "src/train/signals.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 
 namespace ht {
 

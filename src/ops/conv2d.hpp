@@ -6,7 +6,7 @@
 //   P = (H + 2*pad - R)/stride + 1, Q = (W + 2*pad - S)/stride + 1.
 // Parameter gradients dw/db are overwritten, or added to when accumulate is true (gradient
 // accumulation over micro-batches). Throws RuntimeError on shape/device/dtype mismatch.
-// CPU: oneDNN convolution primitives (src/ops/conv2d_cpu.cpp); CUDA: cuDNN (cuda/conv2d.cu).
+// CPU: oneDNN convolution primitives (src/ops/conv2d_cpu.cpp); CUDA: cuDNN (src/ops/conv2d_gpu.cu).
 #include "src/ops/op.hpp"
 
 namespace ht {

@@ -21,7 +21,7 @@
 #include "src/ops/conv2d.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/dnnl_weighted_op.hpp"
-#include "src/base/test_faults.hpp"
+#include "base/test_faults.hpp"
 #include "src/ops/cpu_precision.hpp"
 
 namespace ht::cpu {

@@ -1,7 +1,7 @@
 #pragma once
 // Conversion of an activation between precisions and their memory orders: float32 NCHW <->
-// bfloat16/float16 NHWC for 4-D tensors (src/base/op_halves.hpp), element by element otherwise.
-// Rounding to the low precision is round-to-nearest-even with NaN and infinity kept (src/base/bf16.hpp).
+// bfloat16/float16 NHWC for 4-D tensors (src/ops/op_halves.hpp), element by element otherwise.
+// Rounding to the low precision is round-to-nearest-even with NaN and infinity kept (base/bf16.hpp).
 // CPU: one oneDNN reorder per shape (src/ops/convert_cpu.cpp); CUDA: cuda/convert.cu.
 #include "src/ops/op.hpp"
 

@@ -1,4 +1,4 @@
-// CPU conversions between activation formats: own loops over the rounding of src/base/bf16.hpp
+// CPU conversions between activation formats: own loops over the rounding of base/bf16.hpp
 // (the functions the CUDA kernels use too), so every float -> bf16/fp16 rounding in hpctrain is the
 // same tested code. 4-D tensors change memory order with the dtype (float32 NCHW <-> low-precision
 // NHWC: one pass over the planes, channel-innermost writes); other ranks convert in memory order.

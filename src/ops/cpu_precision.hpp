@@ -4,7 +4,7 @@
 // layers in a low-precision dtype (probed by creating the primitive descriptors the ops use).
 #include <string>
 
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 
 namespace ht {
 

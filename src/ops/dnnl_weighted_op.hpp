@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "src/base/op_halves.hpp"
+#include "src/ops/op_halves.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/op.hpp"
 
@@ -159,7 +159,7 @@ struct WeightedOpCache : OpCache {
   }
 };
 
-/// The CPU half (src/base/op_halves.hpp) of the op that Traits describes: forward and backward run
+/// The CPU half (src/ops/op_halves.hpp) of the op that Traits describes: forward and backward run
 /// through the WeightedOpCache<Traits> kept in the op's cache slot (null b, dx, db: not computed).
 /// Traits::Shape is the cache key: the op's shape with the activation dtypes (Traits::key).
 template <class Traits, class OpShape>

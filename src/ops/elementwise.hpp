@@ -1,8 +1,8 @@
 #pragma once
 // Element-wise ops: ReLU, residual add, and the small vector helpers the trainer needs.
-// The per-element math (relu_fwd, relu_bwd, is_nonfinite) is in src/base/op_math.hpp, run by both
-// the CPU loops (src/ops/elementwise_cpu.cpp) and the CUDA kernels (cuda/elementwise.cu).
-#include "src/base/op_math.hpp"
+// The per-element math (relu_fwd, relu_bwd, is_nonfinite) is in src/ops/op_math.hpp, run by both
+// the CPU loops (src/ops/elementwise_cpu.cpp) and the CUDA kernels (src/ops/elementwise_gpu.cu).
+#include "src/ops/op_math.hpp"
 #include "src/ops/op.hpp"
 
 namespace ht {

@@ -1,10 +1,10 @@
-// CPU element-wise ops: plain loops over the HT_HD math of src/base/op_math.hpp, vectorisable, and
+// CPU element-wise ops: plain loops over the HT_HD math of src/ops/op_math.hpp, vectorisable, and
 // typed by the activations' dtype (float32, or bf16/fp16 with float math and RNE rounding), and
 // split across OpenMP threads only when the tensor is large enough to pay for the fork.
 #include <cstdint>
 #include <string>
 
-#include "src/base/bf16.hpp"
+#include "base/bf16.hpp"
 #include "src/ops/elementwise.hpp"
 
 namespace ht::cpu {
@@ -13,7 +13,7 @@ namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 
-/// Element access in the tensors' dtype with float math (bf16/fp16 rounded by src/base/bf16.hpp).
+/// Element access in the tensors' dtype with float math (bf16/fp16 rounded by base/bf16.hpp).
 struct F32 {
   using T = float;
   static float ld(T v) { return v; }

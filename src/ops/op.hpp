@@ -3,20 +3,20 @@
 // in src/ops/<op>.hpp and defined in src/ops/<op>.cpp, which validates the arguments once for both
 // devices (OpArgs below) and dispatches on the input's device (HT_DISPATCH below) to the CPU half
 // ht::cpu::<family> (src/ops/<op>_cpu.cpp, oneDNN or own code) or the GPU half ht::cuda::<family>
-// (cuda/<op>.cu): tables of the same type, declared once in src/base/op_halves.hpp. The halves trust
+// (cuda/<op>.cu): tables of the same type, declared once in src/ops/op_halves.hpp. The halves trust
 // their arguments and check only what their library adds. A device without an implementation is an
 // error, never a silent fallback.
 //
-// Each call takes an OpCache slot (src/base/op_cache.hpp) owned by the calling layer.
+// Each call takes an OpCache slot (src/ops/op_cache.hpp) owned by the calling layer.
 #include <string>
 #include <vector>
 
-#include "src/base/error.hpp"
-#include "src/base/op_cache.hpp"
-#include "src/base/op_check.hpp"
-#include "src/base/op_halves.hpp"
-#include "src/base/op_shapes.hpp"
-#include "src/base/tensor.hpp"
+#include "base/error.hpp"
+#include "src/ops/op_cache.hpp"
+#include "src/ops/op_check.hpp"
+#include "src/ops/op_halves.hpp"
+#include "src/ops/op_shapes.hpp"
+#include "base/tensor.hpp"
 
 namespace ht {
 
@@ -32,7 +32,7 @@ class OpArgs {
   /// t is float32 on the call's device (any shape).
   const OpArgs& f32(const Tensor& t, const char* name) const;
   /// t is an activation: float32, bfloat16 or float16 on the call's device with exactly `shape`
-  /// (4-D: NCHW memory order in float32, NHWC in bf16/fp16; see src/base/op_halves.hpp).
+  /// (4-D: NCHW memory order in float32, NHWC in bf16/fp16; see src/ops/op_halves.hpp).
   const OpArgs& act(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const;
   /// t is an activation (as above) of any shape.
   const OpArgs& act(const Tensor& t, const char* name) const;
@@ -70,7 +70,7 @@ template <class R>
 
 /// HT_DISPATCH(dev, "conv2d_forward", conv2d.forward, args...) is the call of the half for `dev`:
 /// ht::cpu::conv2d.forward(args...) or ht::cuda::conv2d.forward(args...) (tables declared in
-/// src/base/op_halves.hpp), an expression of the half's result type; in a build without CUDA the GPU
+/// src/ops/op_halves.hpp), an expression of the half's result type; in a build without CUDA the GPU
 /// branch throws "conv2d_forward: this hpctrain was built without CUDA".
 #if defined(HT_HAVE_CUDA)
 #define HT_DISPATCH(dev, op_name, half, ...) \

@@ -1,11 +1,11 @@
 #pragma once
 // One SGD-with-momentum update over a contiguous range of parameters, PyTorch torch.optim.SGD
 // semantics (dampening 0): g = grad + wd*p; buf = momentum*buf + g; g = nesterov ? g + momentum*buf
-// : buf; p -= lr*g. The element math is sgd_update_elem (src/base/op_math.hpp), shared by the CPU
-// loop (src/ops/sgd_update_cpu.cpp) and the CUDA kernel (cuda/sgd_update.cu).
+// : buf; p -= lr*g. The element math is sgd_update_elem (src/ops/op_math.hpp), shared by the CPU
+// loop (src/ops/sgd_update_cpu.cpp) and the CUDA kernel (src/ops/sgd_update_gpu.cu).
 #include <cstdint>
 
-#include "src/base/op_math.hpp"
+#include "src/ops/op_math.hpp"
 #include "src/ops/op.hpp"
 
 namespace ht {

@@ -6,7 +6,7 @@
 // logits [N,K] float32, labels [N] int32 in [0,K), probs [N,K] (saved softmax). `scale` folds in the
 // 1/accumulation_steps and any loss scale. Returns the mean loss (double, on the host) and, when
 // `correct` is not null, the number of rows whose arg-max equals the label (top-1).
-#include "src/base/op_math.hpp"
+#include "src/ops/op_math.hpp"
 #include "src/ops/op.hpp"
 
 namespace ht {

@@ -10,7 +10,7 @@
 //     static constexpr bool kSameDtypeY;                   // y/dy must have x's dtype (conv2d)
 //   };
 // Activations x, y, dy, dx are float32, bfloat16 or float16 (dx of x's dtype); w, b, dw, db are
-// float32 (the master parameters and gradients; see src/base/op_halves.hpp).
+// float32 (the master parameters and gradients; see src/ops/op_halves.hpp).
 //
 // x(), w(), y() and b() are called only after valid() has held. HT_DEFINE_WEIGHTED_OP (below) writes
 // the op's two public functions from them.

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/base/clock.hpp"
+#include "base/clock.hpp"
 #include "src/train/config.hpp"
 
 namespace ht {

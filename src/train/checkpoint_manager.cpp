@@ -13,17 +13,17 @@
 #include <iostream>
 #include <vector>
 
-#include "io/checkpoint_store.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
 #include "io/metrics.hpp"
 #include "mpi/communicator.hpp"
 #include "mpi/dist.hpp"
-#include "src/base/test_faults.hpp"
+#include "base/test_faults.hpp"
 #include "src/train/config.hpp"
 #include "src/train/file_vetting.hpp"
 #include "src/train/sgd.hpp"
 #include "src/train/signals.hpp"
 #include "src/train/trainer.hpp"
-#include "src/base/clock.hpp"
+#include "base/clock.hpp"
 #include "src/train/training_state.hpp"
 
 namespace fs = std::filesystem;

@@ -15,9 +15,9 @@
 #include <memory>
 #include <string>
 
-#include "io/checkpoint_store.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
 #include "src/train/training_state.hpp"
-#include "io/checkpoint_writer.hpp"
+#include "io/checkpoint/checkpoint_writer.hpp"
 #include "src/train/checkpoint_schedule.hpp"
 
 namespace ht {

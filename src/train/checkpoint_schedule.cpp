@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "io/checkpoint_writer.hpp"  // young_daly_interval_s
+#include "io/checkpoint/checkpoint_writer.hpp"  // young_daly_interval_s
 
 namespace ht {
 

@@ -10,8 +10,8 @@
 #include <map>
 #include <sstream>
 
-#include "src/base/error.hpp"
-#include "src/base/suggest.hpp"
+#include "base/error.hpp"
+#include "base/suggest.hpp"
 
 namespace po = boost::program_options;
 

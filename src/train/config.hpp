@@ -1,7 +1,7 @@
 #pragma once
 // The run configuration: INI files (configs/*.ini) and --section.key flags through
 // Boost.Program_options; flags override the file. Keys and meanings: docs/config.md. Test-only
-// fault injection is not configured here: see src/base/test_faults.hpp (HT_TEST_FAULTS).
+// fault injection is not configured here: see base/test_faults.hpp (HT_TEST_FAULTS).
 #include <cstdint>
 #include <string>
 #include <vector>

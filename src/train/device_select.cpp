@@ -6,7 +6,7 @@
 #include "cuda/cuda_context.hpp"
 #include "cuda/gpu_env.hpp"
 #include "mpi/dist.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 #if defined(HT_HAVE_CUDA)
 #include <cuda_runtime.h>

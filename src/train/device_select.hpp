@@ -2,7 +2,7 @@
 // Chooses the compute device from train.device (cpu, cuda, auto) and prepares it for this rank.
 #include <string>
 
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 #include "src/train/config.hpp"
 
 namespace ht {

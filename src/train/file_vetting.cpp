@@ -20,9 +20,9 @@
 
 #include "mpi/check.hpp"
 #include "mpi/dist.hpp"
-#include "src/base/child_process.hpp"
-#include "src/base/error.hpp"
-#include "src/base/hash.hpp"
+#include "base/child_process.hpp"
+#include "base/error.hpp"
+#include "base/hash.hpp"
 #include "src/train/config.hpp"
 
 namespace fs = std::filesystem;

@@ -14,7 +14,7 @@
 
 #include "mpi/check.hpp"
 #include "mpi/dist.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 extern char** environ;
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <sstream>
 
-#include "io/checkpoint_format.hpp"
-#include "src/base/error.hpp"
+#include "io/checkpoint/checkpoint_format.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // train.precision -> the dtype the model computes in on the chosen device (docs/precision.md).
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 #include "src/train/config.hpp"
 
 namespace ht {

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 namespace {

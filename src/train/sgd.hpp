@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "src/train/config.hpp"
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 #include "src/nn/params.hpp"
 
 namespace ht {

@@ -13,7 +13,7 @@
 
 #include "mpi/check.hpp"
 #include "mpi/collective_guard.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 namespace {

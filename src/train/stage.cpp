@@ -12,9 +12,9 @@
 #include <iostream>
 
 #include "mpi/dist.hpp"
-#include "src/base/clock.hpp"
-#include "src/base/hash.hpp"
-#include "src/base/test_faults.hpp"
+#include "base/clock.hpp"
+#include "base/hash.hpp"
+#include "base/test_faults.hpp"
 #include "src/train/config.hpp"
 #include "src/train/file_vetting.hpp"
 

@@ -7,11 +7,11 @@
 #include <cstdio>
 #include <optional>
 
-#include "io/checkpoint_store.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
 #include "mpi/check.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
-#include "src/base/clock.hpp"
+#include "base/clock.hpp"
 #include "src/train/build_info.hpp"
 #include "src/train/precision.hpp"
 #include "src/ops/cpu_precision.hpp"

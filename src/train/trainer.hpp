@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/dataset.hpp"
+#include "io/dataset/dataset.hpp"
 #include "mpi/trace.hpp"
 #include "cuda/nvml_monitor.hpp"
 #include "io/metrics.hpp"
@@ -111,7 +111,7 @@ class Trainer {
 
 
  private:
-  /// Test-only faults read once from HT_TEST_FAULTS (src/base/test_faults.hpp). Step -1: off;
+  /// Test-only faults read once from HT_TEST_FAULTS (base/test_faults.hpp). Step -1: off;
   /// rank -1: every rank.
   struct InjectedFaults {
     int64_t fail_at_step = -1;  ///< throw RuntimeError at this step (on fail_rank)

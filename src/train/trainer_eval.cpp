@@ -4,8 +4,8 @@
 
 #include "mpi/check.hpp"
 #include "mpi/dist.hpp"
-#include "src/base/clock.hpp"
-#include "src/base/hash.hpp"
+#include "base/clock.hpp"
+#include "base/hash.hpp"
 #include "src/ops/softmax_xent.hpp"
 #include "src/train/trainer.hpp"
 

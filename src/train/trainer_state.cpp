@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <span>
 
-#include "src/base/hash.hpp"
+#include "base/hash.hpp"
 
 #include "src/train/config.hpp"
 #include "src/train/sgd.hpp"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 namespace ht {
 namespace {

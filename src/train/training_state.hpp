@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "io/checkpoint_store.hpp"
-#include "src/base/tensor.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "base/tensor.hpp"
 #include "src/train/loss_scaler.hpp"
 
 namespace ht {

@@ -11,7 +11,7 @@
 #include "io/metrics.hpp"
 #include "mpi/check.hpp"
 #include "mpi/collective_guard.hpp"
-#include "src/base/test_faults.hpp"
+#include "base/test_faults.hpp"
 
 namespace ht {
 namespace {

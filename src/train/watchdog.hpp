@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/base/clock.hpp"
+#include "base/clock.hpp"
 #include "src/train/config.hpp"
 #include "src/train/step_metrics.hpp"
 

@@ -26,7 +26,7 @@ def check(cond, what):
 
 
 def faults(**kv):
-    """The environment that injects test faults (src/base/test_faults.hpp), e.g.
+    """The environment that injects test faults (base/test_faults.hpp), e.g.
     faults(signal_at_step=6, signal_rank=1) -> {"HT_TEST_FAULTS": "signal_at_step=6;signal_rank=1"}."""
     return {"HT_TEST_FAULTS": ";".join(f"{k}={v}" for k, v in kv.items())}
 

@@ -1,4 +1,4 @@
-# Checkpoints (io/checkpoint*, src/train/checkpoint_manager, checkpoint_schedule, training_state, signals).
+# Checkpoints (io/checkpoint/, src/train/checkpoint_manager, checkpoint_schedule, training_state, signals).
 # Unit tests: ht_unit_tests [checkpoint].
 # Script tests drive the real binary (mostly under mpirun) and read checkpoints back with h5py.
 foreach(t exact_resume signals crash_corrupt elastic resume_semantics disk_full run_lock slow_save)

@@ -1,4 +1,4 @@
-# Datasets (io/dataset*, converters, loader). Unit tests are picked up by ht_unit_tests ([dataset]).
+# Datasets (io/dataset/, converters, loader). Unit tests are picked up by ht_unit_tests ([dataset]).
 ht_add_mpi_test(mpi_dataset_np2 2 "[dataset]" TIMEOUT 60)
 # Real shards through the CLI: prepare -> h5py/h5dump read-back; malformed shards -> exit 2 on every rank.
 ht_add_script_test(dataset_prepare_h5py dataset/prepare_roundtrip.py LABELS dataset TIMEOUT 120)

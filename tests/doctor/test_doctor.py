@@ -1,6 +1,6 @@
 """hpctrain doctor under mpirun with 2 ranks on a machine without a GPU: the real environment paths
 (this machine as it is, the dlopen of a fake driver library, the options, HDF5_USE_FILE_LOCKING), and
-faults injected through HT_TEST_FAULTS (src/base/test_faults.hpp; the doctor.* names are listed in
+faults injected through HT_TEST_FAULTS (base/test_faults.hpp; the doctor.* names are listed in
 src/cli/doctor_probe.hpp) reaching the gathered report, its JSON and the exit code. Each problem's
 analysis and text is unit-tested on hand-made reports (tests/unit/test_doctor_analysis.cpp).
 Usage: test_doctor.py FAKE_DRIVER_LIB (env: HT_BIN, HT_MPIEXEC)."""

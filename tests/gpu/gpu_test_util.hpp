@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 
 namespace ht::gputest {
 

@@ -1,12 +1,12 @@
 #pragma once
 // Helpers of the low-precision GPU tests (tests/gpu/test_gpu_lowp.cpp): inputs rounded to the format
 // on the host, uploads into the GPU's bf16/fp16 NHWC activations and downloads back to float32 NCHW
-// (cuda/convert.hpp), and the tolerance of a result that went through `roundings` roundings to a
+// (src/ops/convert_gpu.hpp), and the tolerance of a result that went through `roundings` roundings to a
 // format of `bits` significand bits (bf16: 8, fp16: 11).
 #include <cstdint>
 
-#include "cuda/convert.hpp"
-#include "src/base/bf16.hpp"
+#include "src/ops/convert_gpu.hpp"
+#include "base/bf16.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 namespace ht::gputest {

@@ -1,6 +1,6 @@
 // The GPU's bfloat16 and float16 ops (NHWC activations, float32 compute and parameters) against the
 // CPU's float32 implementation, and the conversions and the bf16 gradient wire against the host's
-// rounding (src/base/bf16.hpp).
+// rounding (base/bf16.hpp).
 //
 // Inputs are seeded random normals rounded to the format on the host first, and the CPU reference
 // runs on those rounded values, so the reference and the GPU see the same operands; what remains is
@@ -20,11 +20,11 @@
 #include <cstring>
 #include <limits>
 
-#include "cuda/conv_algo.hpp"
-#include "cuda/convert.hpp"
+#include "src/ops/conv2d_gpu_algo.hpp"
+#include "src/ops/convert_gpu.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/gpu/nccl_communicator.hpp"
-#include "src/base/op_halves.hpp"
+#include "src/ops/op_halves.hpp"
 #include "tests/gpu/lowp_test_util.hpp"
 
 using namespace ht;
@@ -205,7 +205,7 @@ TEST_CASE("element-wise ops in bf16/fp16 round like the host's shared math", "[g
     INFO(name(t));
     const std::vector<int64_t> s{2, 8, 5, 5};
     Tensor a = rounded(randn(s, 1), t), b = rounded(randn(s, 2), t), dy = rounded(randn(s, 3), t);
-    // The expected values: the float math of src/base/op_math.hpp on the host, rounded once to t.
+    // The expected values: the float math of src/ops/op_math.hpp on the host, rounded once to t.
     Tensor relu_ref = Tensor::empty(s), add_ref = Tensor::empty(s), drelu_ref = Tensor::empty(s);
     cpu::elementwise.relu_forward(a, relu_ref);
     cpu::elementwise.relu_backward(relu_ref, dy, drelu_ref);
@@ -227,7 +227,7 @@ TEST_CASE("element-wise ops in bf16/fp16 round like the host's shared math", "[g
   }
 }
 
-TEST_CASE("GPU conversions round as src/base/bf16.hpp and move NCHW to NHWC", "[gpu_lowp][convert]") {
+TEST_CASE("GPU conversions round as base/bf16.hpp and move NCHW to NHWC", "[gpu_lowp][convert]") {
   const std::vector<int64_t> s{3, 5, 4, 6};
   Tensor x = randn(s, 7, 0.f, 100.f);
   auto v = x.span<float>();

@@ -28,8 +28,8 @@
 #include <limits>
 
 #include "cuda/allocator.hpp"
-#include "src/base/op_halves.hpp"
-#include "cuda/conv_algo.hpp"
+#include "src/ops/op_halves.hpp"
+#include "src/ops/conv2d_gpu_algo.hpp"
 #include "cuda/cuda_context.hpp"
 #include "src/ops/batchnorm2d.hpp"
 #include "src/ops/conv2d.hpp"

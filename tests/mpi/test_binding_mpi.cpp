@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "mpi/gpu/gpu_binding.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 using namespace ht;
 

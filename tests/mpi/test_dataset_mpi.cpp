@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "io/dataset.hpp"
+#include "io/dataset/dataset.hpp"
 
 using namespace ht;
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes tests/unit/bf16_torch_table.inc: float32 bit patterns with the bits PyTorch's
 torch.bfloat16 and torch.float16 conversions give for them (tests/unit/test_bf16.cpp checks
-src/base/bf16.hpp against it). NaN inputs are left out of the table (PyTorch 1.13 is not consistent
+base/bf16.hpp against it). NaN inputs are left out of the table (PyTorch 1.13 is not consistent
 about NaN bits; the test checks NaN separately). Run: /usr/bin/python3 tests/unit/gen_bf16_table.py"""
 import struct, random, os
 import torch

@@ -5,7 +5,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 #include "tests/unit/gradcheck.hpp"
 
 namespace ht::test {

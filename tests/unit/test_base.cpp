@@ -1,9 +1,9 @@
 // The base layer's small helpers: FNV-1a against published test vectors, test-fault parsing.
 #include <catch2/catch.hpp>
 
-#include "src/base/error.hpp"
-#include "src/base/hash.hpp"
-#include "src/base/test_faults.hpp"
+#include "base/error.hpp"
+#include "base/hash.hpp"
+#include "base/test_faults.hpp"
 
 using namespace ht;
 

@@ -1,4 +1,4 @@
-// src/base/bf16.hpp: float <-> bfloat16 and float <-> IEEE float16 against PyTorch's conversions
+// base/bf16.hpp: float <-> bfloat16 and float <-> IEEE float16 against PyTorch's conversions
 // (the table bf16_torch_table.inc, written by gen_bf16_table.py with torch.bfloat16/float16 on the
 // same float32 bit patterns), NaN and infinity handling, and exact round trips of all 2^16 values.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "src/base/bf16.hpp"
+#include "base/bf16.hpp"
 
 using namespace ht;
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "cuda/binding_plan.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 using namespace ht;
 

@@ -17,10 +17,10 @@
 #include <random>
 #include <thread>
 
-#include "io/checkpoint_store.hpp"
-#include "io/checkpoint_writer.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/checkpoint/checkpoint_writer.hpp"
 #include "io/fletcher32.hpp"
-#include "src/base/test_faults.hpp"
+#include "base/test_faults.hpp"
 #include "src/cli/commands.hpp"
 #include "src/train/signals.hpp"
 

@@ -1,4 +1,4 @@
-// Checkpoint groups keep their links compact (io/checkpoint_write.cpp, create_compact_groups): in
+// Checkpoint groups keep their links compact (io/checkpoint/checkpoint_encode.cpp, create_compact_groups): in
 // the checksummed object header, never in HDF5's unchecksummed dense storage (fractal heap), whose
 // damaged blocks crash HDF5 1.10's parser.
 #include <catch2/catch.hpp>
@@ -10,9 +10,9 @@
 #include <mutex>
 #include <string>
 
-#include "io/checkpoint_format.hpp"
+#include "io/checkpoint/checkpoint_format.hpp"
 #include "io/h5.hpp"
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 
 using namespace ht;
 namespace fs = std::filesystem;

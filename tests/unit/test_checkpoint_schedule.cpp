@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 #include "src/train/checkpoint_schedule.hpp"
 
 using namespace ht;

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 #include "src/cli/cli_options.hpp"
 
 using namespace ht;

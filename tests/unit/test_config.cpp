@@ -4,7 +4,7 @@
 
 #include "src/train/config.hpp"
 #include "src/train/sgd.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 using namespace ht;
 
@@ -89,7 +89,7 @@ TEST_CASE("config: a bad enum value names the key, the value and the choices; bf
         Precision::fp16);
 }
 
-TEST_CASE("config: no test-only keys (faults come from HT_TEST_FAULTS, src/base/test_faults.hpp)", "[config]") {
+TEST_CASE("config: no test-only keys (faults come from HT_TEST_FAULTS, base/test_faults.hpp)", "[config]") {
   const std::vector<std::string> removed = {"train.fail_at_step", "train.fail_rank", "train.nan_at_step",
                                             "train.nan_rank", "checkpoint.test_write_delay_ms",
                                             "checkpoint.test_signal_at_step", "checkpoint.test_signal_rank"};

@@ -1,11 +1,11 @@
-// cuDNN convolution algorithm selection (cuda/conv_algo.hpp) on fake perf-result arrays: status
+// cuDNN convolution algorithm selection (src/ops/conv2d_gpu_algo.hpp) on fake perf-result arrays: status
 // filter, workspace cap (reported and re-queried), deterministic restriction, strict FP32 vs TF32
 // math types, cuDNN's order kept.
 #include <catch2/catch.hpp>
 
 #include <map>
 
-#include "cuda/conv_algo.hpp"
+#include "src/ops/conv2d_gpu_algo.hpp"
 #include "tests/unit/text_test_util.hpp"
 
 using namespace ht::cuda;

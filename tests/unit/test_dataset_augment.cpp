@@ -6,8 +6,8 @@
 #include <set>
 #include <tuple>
 
-#include "io/augment.hpp"
-#include "io/dataset.hpp"
+#include "io/dataset/augment.hpp"
+#include "io/dataset/dataset.hpp"
 
 using namespace ht;
 

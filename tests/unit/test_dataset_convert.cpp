@@ -10,12 +10,12 @@
 #include <functional>
 #include <unistd.h>
 
-#include "io/cifar.hpp"
-#include "io/dataset.hpp"
-#include "io/dataset_h5.hpp"
-#include "io/dataset_prepare.hpp"
-#include "io/idx.hpp"
-#include "src/base/error.hpp"
+#include "io/dataset/cifar.hpp"
+#include "io/dataset/dataset.hpp"
+#include "io/dataset/dataset_h5.hpp"
+#include "io/dataset/dataset_prepare.hpp"
+#include "io/dataset/idx.hpp"
+#include "base/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace ht;

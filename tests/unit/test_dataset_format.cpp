@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "io/dataset.hpp"
-#include "io/dataset_h5.hpp"
-#include "io/dataset_h5_shard.hpp"
+#include "io/dataset/dataset.hpp"
+#include "io/dataset/dataset_h5.hpp"
+#include "io/dataset/dataset_h5_shard.hpp"
 
 namespace fs = std::filesystem;
 using namespace ht;

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <set>
 
-#include "io/dataset.hpp"
-#include "src/base/error.hpp"
+#include "io/dataset/dataset.hpp"
+#include "base/error.hpp"
 
 using namespace ht;
 

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/base/error.hpp"
-#include "src/base/test_faults.hpp"
+#include "base/error.hpp"
+#include "base/test_faults.hpp"
 #include "src/cli/doctor_analysis.hpp"
 #include "src/cli/doctor_print.hpp"
 #include "src/cli/doctor_probe.hpp"

@@ -1,4 +1,4 @@
-// The cuBLAS GEMM parameters of the GPU linear layer (cuda/gemm_params.hpp) run through a reference
+// The cuBLAS GEMM parameters of the GPU linear layer (src/ops/linear_gpu_gemm.hpp) run through a reference
 // column-major SGEMM with BLAS semantics (op, m/n/k, leading dimensions, alpha/beta) on the CPU,
 // against the naive row-major reference (src/ops/linear_ref.hpp): a transposition, a swapped
 // dimension or a wrong leading dimension gives O(1) errors here, without a GPU.
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "cuda/gemm_params.hpp"
+#include "src/ops/linear_gpu_gemm.hpp"
 #include "src/ops/linear_ref.hpp"
 
 using namespace ht;

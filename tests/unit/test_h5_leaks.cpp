@@ -11,12 +11,12 @@
 #include <fstream>
 #include <random>
 
-#include "io/checkpoint_format.hpp"
-#include "io/checkpoint_store.hpp"
-#include "io/dataset.hpp"
-#include "io/dataset_h5.hpp"
+#include "io/checkpoint/checkpoint_format.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "io/dataset/dataset.hpp"
+#include "io/dataset/dataset_h5.hpp"
 #include "io/h5.hpp"
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 
 #include "tests/unit/temp_dir_util.hpp"
 

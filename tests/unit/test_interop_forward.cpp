@@ -1,5 +1,5 @@
 // Our forward pass on an imported checkpoint, for tests/interop/test_interop.py (hidden tag: only that
-// script runs it). Reads the checkpoint with io/checkpoint_read (checksums verified), loads param/ and
+// script runs it). Reads the checkpoint with io/checkpoint/checkpoint_read (checksums verified), loads param/ and
 // buffer/ tensors into the model by name, runs an evaluation-mode forward on the input file's /input
 // [N,C,H,W] and writes /logits [N,classes] to the output file. Environment: HT_INTEROP_CKPT,
 // HT_INTEROP_INPUT (also attributes model, num_classes, mlp_hidden), HT_INTEROP_OUTPUT.
@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "h5_test_util.hpp"
-#include "io/checkpoint_format.hpp"
+#include "io/checkpoint/checkpoint_format.hpp"
 #include "src/nn/models.hpp"
 
 using namespace ht;

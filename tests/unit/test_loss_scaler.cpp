@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "io/checkpoint_store.hpp"
-#include "src/base/error.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "base/error.hpp"
 #include "src/train/config.hpp"
 #include "src/train/loss_scaler.hpp"
 #include "src/train/training_state.hpp"

@@ -14,7 +14,7 @@
 #include <cmath>
 #include <vector>
 
-#include "src/base/bf16.hpp"
+#include "base/bf16.hpp"
 #include "src/ops/batchnorm2d.hpp"
 #include "src/ops/batchnorm2d_ref.hpp"
 #include "src/ops/conv2d.hpp"

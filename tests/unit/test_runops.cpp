@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 #include "src/train/budget.hpp"
 #include "src/train/stage.hpp"
 #include "src/train/watchdog.hpp"

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 #include "src/train/signals.hpp"
 
 using namespace ht;

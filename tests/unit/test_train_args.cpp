@@ -1,7 +1,7 @@
 // parse_checkpoint_args (src/cli/train_args.hpp): --init-from / --reset-head after parse_config.
 #include <catch2/catch.hpp>
 
-#include "src/base/error.hpp"
+#include "base/error.hpp"
 #include "src/cli/train_args.hpp"
 #include "src/train/config.hpp"
 

@@ -7,8 +7,8 @@
 #include <limits>
 #include <unistd.h>
 
-#include "io/checkpoint_store.hpp"
-#include "src/base/error.hpp"
+#include "io/checkpoint/checkpoint_store.hpp"
+#include "base/error.hpp"
 #include "src/train/training_state.hpp"
 
 namespace fs = std::filesystem;

@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/base/op_halves.hpp"
+#include "src/ops/op_halves.hpp"
 #include "src/ops/conv2d.hpp"
 #include "src/ops/conv2d_ref.hpp"
 #include "src/ops/linear.hpp"
 #include "src/ops/linear_ref.hpp"
-#include "src/base/tensor.hpp"
+#include "base/tensor.hpp"
 #include "tests/unit/gradcheck.hpp"
 #include "tests/unit/tensor_test_util.hpp"
 

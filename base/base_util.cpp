@@ -1,0 +1,59 @@
+// Out-of-line parts of the small base helpers: hash.hpp, bytes.hpp, check.hpp.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <sstream>
+
+#include "base/bytes.hpp"
+#include "base/check.hpp"
+#include "base/hash.hpp"
+
+namespace ht {
+
+std::string hex64(uint64_t h) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof(buf), "%.2f GiB", b / (1u << 30));
+  else if (bytes >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof(buf), "%.1f MiB", b / (1u << 20));
+  else if (bytes >= (uint64_t{1} << 10)) std::snprintf(buf, sizeof(buf), "%.1f KiB", b / (1u << 10));
+  else std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
+std::string format_gib(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / double(uint64_t{1} << 30));
+  return buf;
+}
+
+namespace {
+std::atomic<int> g_message_rank{-1};
+}
+
+void set_message_rank(int rank) { g_message_rank.store(rank); }
+
+std::string rank_host_tag() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::ostringstream os;
+  int rank = g_message_rank.load();
+  if (rank >= 0) os << "rank " << rank << " on " << host;
+  else os << "rank ? on " << host;
+  return os.str();
+}
+
+void check_failed(const char* lib, const char* file, int line, const char* call, const std::string& detail) {
+  std::ostringstream os;
+  os << lib << " error at " << file << ":" << line << " (" << rank_host_tag() << "): " << call
+     << " failed: " << detail;
+  throw RuntimeError(os.str());
+}
+
+}  // namespace ht

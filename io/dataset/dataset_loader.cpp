@@ -1,0 +1,230 @@
+// DataLoader: the sampling rule of docs/dataset.md, augmentation (io/dataset/augment.hpp), normalisation and layout
+// conversion, with the next batch prepared on a background thread.
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "io/dataset/augment.hpp"
+#include "io/dataset/dataset.hpp"
+#include "io/dataset/sampler.hpp"
+
+namespace ht {
+
+namespace {
+// CPU form of augment_image (io/dataset/augment.hpp) working a row at a time: the crop is a shift, so each
+// output row is a zero-filled copy of one source row segment (mirrored when flipping). The tests
+// check it against the reference implementation.
+void augment_image_rows(const uint8_t* src, uint8_t* dst, int H, int W, int C, AugParams p, int pad) {
+  const size_t row = static_cast<size_t>(W) * C;
+  for (int y = 0; y < H; ++y) {
+    uint8_t* d = dst + static_cast<size_t>(y) * row;
+    const int sy = y + p.oy - pad;
+    if (sy < 0 || sy >= H) {
+      std::memset(d, 0, row);
+      continue;
+    }
+    const uint8_t* s = src + static_cast<size_t>(sy) * row;
+    const int shift = p.ox - pad;  // cropped(x) = in(x + shift)
+    const int x0 = std::max(0, -shift), x1 = std::min(W, W - shift);  // cropped x with a source pixel
+    if (!p.flip) {
+      std::memset(d, 0, row);
+      if (x1 > x0) std::memcpy(d + static_cast<size_t>(x0) * C, s + static_cast<size_t>(x0 + shift) * C, static_cast<size_t>(x1 - x0) * C);
+    } else {
+      for (int x = 0; x < W; ++x) {  // out(x) = cropped(W-1-x)
+        const int xc = W - 1 - x;
+        uint8_t* o = d + static_cast<size_t>(x) * C;
+        if (xc < x0 || xc >= x1) std::memset(o, 0, static_cast<size_t>(C));
+        else std::memcpy(o, s + static_cast<size_t>(xc + shift) * C, static_cast<size_t>(C));
+      }
+    }
+  }
+}
+}  // namespace
+
+// One worker thread that produces exactly one requested batch at a time.
+struct DataLoader::Prefetch {
+  std::thread thread;
+  std::mutex m;
+  std::condition_variable cv;
+  bool pending = false, ready = false, stop = false;
+  int epoch = 0;
+  int64_t step = -1;
+  Batch result;
+  std::exception_ptr error;
+};
+
+DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options)
+    : ds_(std::move(dataset)), opt_(std::move(options)) {
+  if (!ds_) throw UsageError("DataLoader: no dataset");
+  if (opt_.world_size < 1 || opt_.rank < 0 || opt_.rank >= opt_.world_size)
+    throw UsageError("DataLoader: rank " + std::to_string(opt_.rank) + " outside world_size " +
+                     std::to_string(opt_.world_size));
+  if (opt_.train) {
+    if (opt_.global_batch < 1 || opt_.global_batch % opt_.world_size != 0)
+      throw UsageError("train.global_batch = " + std::to_string(opt_.global_batch) +
+                       " must be a positive multiple of world_size = " + std::to_string(opt_.world_size));
+  } else if (opt_.eval_batch < 1) {
+    throw UsageError("train.eval_batch = " + std::to_string(opt_.eval_batch) + " must be >= 1");
+  }
+  if (opt_.crop_padding < 0) throw UsageError("data.crop_padding = " + std::to_string(opt_.crop_padding) + " must be >= 0");
+  const DatasetInfo& info = ds_->info();
+  n_ = info.num_samples;
+  if (opt_.limit > 0) n_ = std::min(n_, opt_.limit);
+  if (static_cast<int>(info.mean.size()) != info.channels || static_cast<int>(info.std.size()) != info.channels)
+    throw UsageError("dataset " + info.source + ": mean/std have " + std::to_string(info.mean.size()) +
+                     " entries for " + std::to_string(info.channels) + " channels");
+  if (opt_.prefetch) {
+    pf_ = std::make_unique<Prefetch>();
+    Prefetch* p = pf_.get();
+    p->thread = std::thread([this, p] {
+      std::unique_lock<std::mutex> lk(p->m);
+      for (;;) {
+        p->cv.wait(lk, [p] { return p->stop || p->pending; });
+        if (p->stop) return;
+        int e = p->epoch;
+        int64_t s = p->step;
+        lk.unlock();
+        Batch b;
+        std::exception_ptr err;
+        try {
+          produce(e, s, b);
+        } catch (...) {
+          err = std::current_exception();
+        }
+        lk.lock();
+        p->result = std::move(b);
+        p->error = err;
+        p->pending = false;
+        p->ready = true;
+        p->cv.notify_all();
+      }
+    });
+  }
+  start_epoch(0, 0);
+}
+
+DataLoader::~DataLoader() {
+  if (pf_) {
+    {
+      std::lock_guard<std::mutex> lk(pf_->m);
+      pf_->stop = true;
+    }
+    pf_->cv.notify_all();
+    pf_->thread.join();
+  }
+}
+
+int64_t DataLoader::steps_per_epoch() const {
+  if (opt_.train) return n_ / opt_.global_batch;
+  auto [b, e] = eval_range(n_, opt_.rank, opt_.world_size);
+  return (e - b + opt_.eval_batch - 1) / opt_.eval_batch;
+}
+
+void DataLoader::start_epoch(int epoch, int64_t first_step) {
+  if (first_step < 0) throw UsageError("DataLoader::start_epoch: first_step " + std::to_string(first_step) + " < 0");
+  if (pf_) {  // the worker reads perm_: let an outstanding batch finish and drop it
+    std::unique_lock<std::mutex> lk(pf_->m);
+    pf_->cv.wait(lk, [this] { return !pf_->pending; });
+    pf_->ready = false;
+    pf_->step = -1;
+  }
+  epoch_ = epoch;
+  step_ = first_step;
+  if (opt_.train) perm_ = epoch_permutation(n_, opt_.seed, epoch);
+  launch(step_);
+}
+
+void DataLoader::launch(int64_t step) {
+  if (!pf_ || step >= steps_per_epoch()) return;
+  std::unique_lock<std::mutex> lk(pf_->m);
+  pf_->cv.wait(lk, [this] { return !pf_->pending; });
+  pf_->epoch = epoch_;
+  pf_->step = step;
+  pf_->ready = false;
+  pf_->pending = true;
+  pf_->cv.notify_all();
+}
+
+std::vector<int64_t> DataLoader::batch_indices(int epoch, int64_t step) const {
+  std::vector<int64_t> idx;
+  if (step < 0 || step >= steps_per_epoch()) return idx;
+  if (opt_.train) {
+    std::vector<int64_t> other;
+    const std::vector<int64_t>& perm = (epoch == epoch_ && !perm_.empty()) ? perm_ : (other = epoch_permutation(n_, opt_.seed, epoch));
+    auto [b, e] = train_positions(step, opt_.global_batch, opt_.rank, opt_.world_size);
+    idx.assign(perm.begin() + b, perm.begin() + e);
+  } else {
+    auto [b, e] = eval_range(n_, opt_.rank, opt_.world_size);
+    int64_t s = b + step * opt_.eval_batch;
+    for (int64_t i = s; i < std::min(e, s + opt_.eval_batch); ++i) idx.push_back(i);
+  }
+  return idx;
+}
+
+void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
+  const DatasetInfo& info = ds_->info();
+  const int H = info.height, W = info.width, C = info.channels;
+  const size_t sample = static_cast<size_t>(H) * W * C;
+  out.indices = batch_indices(epoch, step);
+  out.step = step;
+  out.epoch = epoch;
+  const int64_t n = static_cast<int64_t>(out.indices.size());
+  std::vector<uint8_t> raw(static_cast<size_t>(n) * sample);
+  out.labels = Tensor::empty({n}, DType::i32);
+  ds_->read(out.indices, raw, out.labels.span<int32_t>());
+  out.images = opt_.layout == Layout::NCHW ? Tensor::empty({n, C, H, W}, DType::f32)
+                                           : Tensor::empty({n, H, W, C}, DType::f32);
+  float* dst = out.images.data<float>();
+  // (v/255 - mean[c]) / std[c] for every byte value: one table lookup per element.
+  std::vector<float> lut(static_cast<size_t>(C) * 256);
+  for (int c = 0; c < C; ++c)
+    for (int v = 0; v < 256; ++v)
+      lut[static_cast<size_t>(c) * 256 + v] = normalize_pixel(static_cast<uint8_t>(v), info.mean[c], 1.0f / info.std[c]);
+  const bool aug = opt_.train && (opt_.crop_padding > 0 || opt_.flip);
+  const int pad = opt_.train ? opt_.crop_padding : 0;
+  std::vector<uint8_t> tmp(aug ? sample : 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* src = raw.data() + static_cast<size_t>(i) * sample;
+    if (aug) {
+      augment_image_rows(src, tmp.data(), H, W, C, aug_params(opt_.seed, epoch, out.indices[i], pad, opt_.flip), pad);
+      src = tmp.data();
+    }
+    float* d = dst + static_cast<size_t>(i) * sample;
+    if (opt_.layout == Layout::NCHW) {
+      for (int c = 0; c < C; ++c) {
+        const float* l = lut.data() + static_cast<size_t>(c) * 256;
+        for (int p = 0; p < H * W; ++p) *d++ = l[src[static_cast<size_t>(p) * C + c]];
+      }
+    } else {
+      for (size_t p = 0; p < sample; ++p) d[p] = lut[(p % C) * 256 + src[p]];
+    }
+  }
+}
+
+bool DataLoader::next(Batch& out) {
+  if (step_ >= steps_per_epoch()) return false;
+  bool got = false;
+  if (pf_) {
+    std::unique_lock<std::mutex> lk(pf_->m);
+    if (pf_->step == step_ && pf_->epoch == epoch_ && (pf_->pending || pf_->ready)) {
+      pf_->cv.wait(lk, [this] { return pf_->ready; });
+      pf_->ready = false;
+      if (pf_->error) {
+        auto e = pf_->error;
+        pf_->error = nullptr;
+        std::rethrow_exception(e);
+      }
+      out = std::move(pf_->result);
+      got = true;
+    }
+  }
+  if (!got) produce(epoch_, step_, out);
+  ++step_;
+  launch(step_);
+  return true;
+}
+
+}  // namespace ht
