@@ -1,4 +1,5 @@
-# Fails the build when a source file includes a header of a layer above its own (cmake -P script;
+# Fails the build when a source file includes a header of a layer above its own, or when src/train
+# calls MPI directly (cmake -P script;
 # run by the ht_check_layers target before any layer compiles). The layers, bottom to top, and what
 # each may include (docs/architecture.md). Layer 1 and 2 are top-level folders, layers 3-6 are in src/:
 #   base                     itself only
@@ -58,6 +59,22 @@ foreach(layer ${layers})
     endforeach()
   endforeach()
 endforeach()
+# The training layer agrees with its peers only through mpi/ (dist_*, Communicator): there each wait on
+# peers is bounded in one place (mpi/collective_guard.hpp). A direct MPI call (MPI_Xxx( or
+# HT_MPI_CHECK) in src/train is a violation; names in strings and comments are not calls.
+file(GLOB train_files "${ROOT}/src/train/*.cpp" "${ROOT}/src/train/*.hpp")
+foreach(f ${train_files})
+  file(STRINGS "${f}" lines REGEX "(^|[^A-Za-z0-9_\"])(MPI_[A-Z][A-Za-z_]*|HT_MPI_CHECK)[ \t]*\\(")
+  foreach(line ${lines})
+    string(REGEX REPLACE "//.*$" "" code "${line}")
+    string(REGEX REPLACE "\"[^\"]*\"" "" code "${code}")
+    if(code MATCHES "(^|[^A-Za-z0-9_])(MPI_[A-Z][A-Za-z_]*|HT_MPI_CHECK)[ \t]*\\(")
+      file(RELATIVE_PATH rel "${ROOT}" "${f}")
+      string(STRIP "${line}" line)
+      string(APPEND violations "  ${rel} (layer src/train) calls MPI directly: ${line}\n")
+    endif()
+  endforeach()
+endforeach()
 if(violations)
-  message(FATAL_ERROR "Includes that point up the layers (see cmake/check_layers.cmake):\n${violations}")
+  message(FATAL_ERROR "Includes that point up the layers, or MPI called outside mpi/ (see cmake/check_layers.cmake):\n${violations}")
 endif()

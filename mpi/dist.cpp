@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <thread>
 
@@ -100,11 +102,11 @@ long long dist_max(long long v) {
   return out;
 }
 
-void dist_barrier() {
+void dist_barrier(const char* what) {
   int inited = 0;
   MPI_Initialized(&inited);
   if (!inited) return;
-  CollectiveWait wait("dist_barrier (MPI_Barrier, waiting for rank 0's checkpoint)", WaitKind::while_peers_answer);
+  CollectiveWait wait(what, WaitKind::while_peers_answer);
   HT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
@@ -113,6 +115,82 @@ double dist_sum(double v) {
   CollectiveWait wait("dist_sum (MPI_Allreduce)");
   HT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
   return out;
+}
+
+std::pair<uint64_t, uint64_t> dist_min_max(uint64_t v, const char* what) {
+  uint64_t lo = v, hi = v;
+  CollectiveWait wait(what);
+  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  return {lo, hi};
+}
+
+uint32_t dist_bitwise_or(uint32_t flags, const char* what) {
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (!inited || finalized) return flags;
+  uint32_t out = 0;
+  CollectiveWait wait(what);
+  HT_MPI_CHECK(MPI_Allreduce(&flags, &out, 1, MPI_UINT32_T, MPI_BOR, MPI_COMM_WORLD));
+  return out;
+}
+
+std::vector<std::string> dist_allgather_strings(const std::string& mine, const char* what, WaitKind kind) {
+  const int n = g_ctx.world_size;
+  if (n == 1) return {mine};
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+  CollectiveWait wait(what, kind);
+  HT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  int total = 0;
+  for (int r = 0; r < n; ++r) {
+    displs[static_cast<size_t>(r)] = total;
+    total += lens[static_cast<size_t>(r)];
+  }
+  std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
+  HT_MPI_CHECK(
+      MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, MPI_COMM_WORLD));
+  std::vector<std::string> out;
+  for (int r = 0; r < n; ++r)
+    out.emplace_back(all.data() + displs[static_cast<size_t>(r)], static_cast<size_t>(lens[static_cast<size_t>(r)]));
+  return out;
+}
+
+void dist_broadcast(std::vector<char>& bytes, const char* what, WaitKind kind) {
+  if (g_ctx.world_size == 1) return;
+  CollectiveWait wait(what, kind);
+  HT_MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_CHAR, 0, MPI_COMM_WORLD));
+}
+
+std::vector<double> dist_gather_to_root(const std::vector<double>& mine, const char* what) {
+  const int n = g_ctx.world_size;
+  if (n == 1) return mine;
+  const int k = static_cast<int>(mine.size());
+  std::vector<double> all(g_ctx.rank == 0 ? static_cast<size_t>(k) * static_cast<size_t>(n) : 0);
+  CollectiveWait wait(what);
+  HT_MPI_CHECK(MPI_Gather(mine.data(), k, MPI_DOUBLE, all.data(), k, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return all;
+}
+
+std::string mpi_library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return "unknown";
+  std::string s(buf, static_cast<size_t>(len));
+  if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
+  while (!s.empty() && (s.back() == '\0' || std::isspace(static_cast<unsigned char>(s.back())))) s.pop_back();
+  return s;
+}
+
+std::string mpi_build_version() {
+  const std::string mpi = "MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION);
+#if defined(OMPI_MAJOR_VERSION)
+  return "Open MPI " + std::to_string(OMPI_MAJOR_VERSION) + "." + std::to_string(OMPI_MINOR_VERSION) + "." +
+         std::to_string(OMPI_RELEASE_VERSION) + ", " + mpi;
+#else
+  return mpi;
+#endif
 }
 
 }  // namespace ht

@@ -4,8 +4,9 @@
 // agreements every rank must make together (stop flags, error codes).
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
-
+#include <utility>
 #include <vector>
 
 #include "mpi/collective_guard.hpp"
@@ -49,7 +50,28 @@ double dist_sum(double v);
 /// every peer answers a probe (WaitKind::while_peers_answer). For the places where one rank does long
 /// local work the others must not mistake for a failure (a checkpoint save); a peer that is lost
 /// (dead, stopped, cut off) ends the rank within dist.timeout_s plus the guard's grace.
-void dist_barrier();
+void dist_barrier(const char* what = "dist_barrier (MPI_Barrier, waiting for rank 0's checkpoint)");
+
+/// The minimum and the maximum of `v` over ranks (two MPI_Allreduce), bounded. `what` names the wait
+/// in a time-out message (a literal).
+std::pair<uint64_t, uint64_t> dist_min_max(uint64_t v, const char* what);
+/// Bitwise OR of `flags` over ranks (MPI_BOR allreduce), bounded. Returns `flags` unchanged where MPI
+/// is not running (before dist_init, after dist_finalize): a single process agrees with itself.
+uint32_t dist_bitwise_or(uint32_t flags, const char* what);
+/// Every rank's string, indexed by rank (MPI_Allgather of the lengths, then MPI_Allgatherv).
+std::vector<std::string> dist_allgather_strings(const std::string& mine, const char* what,
+                                                WaitKind kind = WaitKind::bounded);
+/// Rank 0's `bytes` to every rank (MPI_Bcast); `bytes` has the same size on every rank.
+void dist_broadcast(std::vector<char>& bytes, const char* what, WaitKind kind = WaitKind::bounded);
+/// Every rank's `mine` (the same length on every rank) on rank 0, rank-major (MPI_Gather), bounded;
+/// an empty vector on the other ranks.
+std::vector<double> dist_gather_to_root(const std::vector<double>& mine, const char* what);
+
+/// The first line of the MPI library's own version string (MPI_Get_library_version, callable before
+/// MPI_Init, MPI-3.0 section 8.1.1); "unknown" where it fails.
+std::string mpi_library_version();
+/// The MPI this binary was compiled against ("Open MPI 4.1.4, MPI 3.1").
+std::string mpi_build_version();
 
 /// Runs `f` (local work, no collectives inside) on every rank; if it throws UsageError on any rank,
 /// every rank throws CollectiveUsageError together, carrying its own message where it failed. Used

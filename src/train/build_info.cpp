@@ -1,7 +1,6 @@
 #include "src/train/build_info.hpp"
 
 #include <hdf5.h>
-#include <mpi.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cctype>
@@ -14,6 +13,7 @@
 #include <nccl.h>
 #endif
 
+#include "mpi/dist.hpp"
 #include "ht_git_commit.inc"  // generated each build by cmake/git_commit.cmake
 
 #ifndef HT_VERSION
@@ -39,26 +39,6 @@ std::string dotted(long a, long b, long c) {
   return std::to_string(a) + "." + std::to_string(b) + "." + std::to_string(c);
 }
 
-// MPI_Get_library_version may be called before MPI_Init (MPI-3.0 section 8.1.1). Its first line.
-std::string mpi_loaded() {
-  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return "unknown";
-  std::string s(buf, static_cast<size_t>(len));
-  if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
-  while (!s.empty() && (s.back() == '\0' || std::isspace(static_cast<unsigned char>(s.back())))) s.pop_back();
-  return s;
-}
-
-std::string mpi_built() {
-#if defined(OMPI_MAJOR_VERSION)
-  return "Open MPI " + dotted(OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION) + ", MPI " +
-         std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION);
-#else
-  return "MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION);
-#endif
-}
-
 #ifdef HT_HAVE_CUDA
 // CUDA encodes versions as 1000*major + 10*minor; cuDNN 9 as 10000*major + 100*minor + patch; NCCL
 // >= 2.9 as 10000*major + 100*minor + patch.
@@ -76,7 +56,7 @@ BuildInfo build_info() {
   b.compiler = HT_COMPILER;
   b.sanitizers = HT_SANITIZERS;
 
-  b.libraries.push_back({"MPI", mpi_built(), mpi_loaded()});
+  b.libraries.push_back({"MPI", mpi_build_version(), mpi_library_version()});
   unsigned maj = 0, min = 0, rel = 0;
   H5get_libversion(&maj, &min, &rel);
   b.libraries.push_back({"HDF5", dotted(H5_VERS_MAJOR, H5_VERS_MINOR, H5_VERS_RELEASE), dotted(maj, min, rel)});

@@ -18,7 +18,6 @@
 #include <sstream>
 #include <thread>
 
-#include "mpi/check.hpp"
 #include "mpi/dist.hpp"
 #include "base/child_process.hpp"
 #include "base/error.hpp"
@@ -235,7 +234,8 @@ VetSummary vet_files_collective(const std::vector<std::string>& files, const Vet
   std::vector<char> need(n, 1);
   for (size_t i = 0; i < n; ++i)
     if (!ids[i].exists || (d.rank == 0 && cache.count(cache_key(exe, files[i], ids[i])))) need[i] = 0;
-  if (same && d.world_size > 1) HT_MPI_CHECK(MPI_Bcast(need.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD));
+  // Rank 0 read its cache while the others waited: no time limit while every peer answers.
+  if (same) dist_broadcast(need, "vetting: rank 0's list of files to vet (MPI_Bcast)", WaitKind::while_peers_answer);
   // Largest files first, each to the rank with the fewest bytes so far.
   std::vector<size_t> order;
   for (size_t i = 0; i < n; ++i)
@@ -263,16 +263,12 @@ VetSummary vet_files_collective(const std::vector<std::string>& files, const Vet
       std::replace(m.begin(), m.end(), '\n', ' ');
       text += std::to_string(mine[k]) + "\t" + (verdicts[k].runtime ? "r" : "u") + "\t" + m + "\n";
     }
-  std::string all = text;
-  if (d.world_size > 1) {
-    int len = static_cast<int>(text.size());
-    std::vector<int> lens(static_cast<size_t>(d.world_size)), offs(static_cast<size_t>(d.world_size), 0);
-    HT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
-    for (int r = 1; r < d.world_size; ++r) offs[static_cast<size_t>(r)] = offs[static_cast<size_t>(r - 1)] + lens[static_cast<size_t>(r - 1)];
-    all.assign(static_cast<size_t>(offs.back() + lens.back()), '\0');
-    HT_MPI_CHECK(MPI_Allgatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR,
-                                MPI_COMM_WORLD));
-  }
+  // Each rank vetted its own share in child processes, taking its own time: no time limit while
+  // every peer answers.
+  std::string all;
+  for (const std::string& s : dist_allgather_strings(text, "vetting: the ranks' verdicts (MPI_Allgatherv)",
+                                                     WaitKind::while_peers_answer))
+    all += s;
   // The first bad file in list order (the same on every rank), plus how many others failed.
   std::map<size_t, std::pair<char, std::string>> bad;
   std::istringstream lines(all);

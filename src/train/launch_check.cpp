@@ -12,7 +12,6 @@
 #include <sstream>
 #include <thread>
 
-#include "mpi/check.hpp"
 #include "mpi/dist.hpp"
 #include "base/error.hpp"
 
@@ -34,24 +33,6 @@ long to_long(const std::string& s) {
   } catch (const std::exception&) {
     return -1;
   }
-}
-
-/// Every rank's string, indexed by rank (MPI_Allgather of the lengths, then MPI_Allgatherv). Collective.
-std::vector<std::string> allgather_strings(const std::string& mine) {
-  const DistContext& d = dist();
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(d.world_size)), displs(static_cast<size_t>(d.world_size));
-  HT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, d.world));
-  int total = 0;
-  for (int r = 0; r < d.world_size; ++r) {
-    displs[r] = total;
-    total += lens[r];
-  }
-  std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
-  HT_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, d.world));
-  std::vector<std::string> out;
-  for (int r = 0; r < d.world_size; ++r) out.emplace_back(all.data() + displs[r], static_cast<size_t>(lens[r]));
-  return out;
 }
 
 std::string serialize(const std::map<std::string, std::string>& m) {
@@ -188,7 +169,8 @@ void check_launch_environment_collective() {
   if (auto p = launch_size_problem(launch_env_from_environment(), d.world_size)) throw UsageError(*p);
   if (d.world_size < 2) return;
   std::vector<std::map<std::string, std::string>> prints;
-  for (const auto& s : allgather_strings(serialize(launch_fingerprint_from_environment())))
+  for (const auto& s : dist_allgather_strings(serialize(launch_fingerprint_from_environment()),
+                                               "launch check: the ranks' fingerprints", WaitKind::while_peers_answer))
     prints.push_back(deserialize(s));
   const FingerprintProblems fp = compare_fingerprints(prints, d.hosts);
   if (d.rank == 0)
@@ -207,7 +189,8 @@ std::vector<std::string> probe_run_dir_shared_collective(const std::string& run_
   if (distinct.size() < 2) return missing_hosts;  // one host: one file system
   std::string token = d.rank == 0 ? random_token() : std::string();
   if (d.rank == 0) std::ofstream(fs::path(run_dir) / (".shared-probe-" + token)) << token << "\n" << std::flush;
-  const std::vector<std::string> tokens = allgather_strings(token);  // rank 0's token to everyone
+  const std::vector<std::string> tokens = dist_allgather_strings(token, "run directory probe: rank 0's token",
+                                                                   WaitKind::while_peers_answer);  // rank 0's token to everyone
   const std::string want = tokens[0];
   const fs::path path = fs::path(run_dir) / (".shared-probe-" + want);
   bool seen = false;
@@ -219,7 +202,8 @@ std::vector<std::string> probe_run_dir_shared_collective(const std::string& run_
     seen = f && (f >> got) && got == want;
     if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  const std::vector<std::string> seen_all = allgather_strings(seen ? "1" : "0");
+  const std::vector<std::string> seen_all = dist_allgather_strings(seen ? "1" : "0", "run directory probe: who saw it",
+                                                                     WaitKind::while_peers_answer);
   if (d.rank != 0) return missing_hosts;
   std::error_code ec;
   fs::remove(path, ec);

@@ -11,8 +11,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "mpi/check.hpp"
-#include "mpi/collective_guard.hpp"
+#include "mpi/dist.hpp"
 #include "base/error.hpp"
 
 namespace ht {
@@ -155,14 +154,7 @@ int stop_signal() { return g_signal.load(std::memory_order_relaxed); }
 void clear_stop_request() { g_signal.store(0); }
 
 uint32_t agree_step_flags(uint32_t local) {
-  int inited = 0, finalized = 0;
-  MPI_Initialized(&inited);
-  MPI_Finalized(&finalized);
-  if (!inited || finalized) return local;
-  uint32_t out = 0;
-  CollectiveWait wait("agree_step_flags (MPI_Allreduce at a step boundary)");
-  HT_MPI_CHECK(MPI_Allreduce(&local, &out, 1, MPI_UINT32_T, MPI_BOR, MPI_COMM_WORLD));
-  return out;
+  return dist_bitwise_or(local, "agree_step_flags (MPI_Allreduce at a step boundary)");
 }
 
 }  // namespace ht

@@ -2,7 +2,6 @@
 // model, both collective.
 #include <cstdio>
 
-#include "mpi/check.hpp"
 #include "mpi/dist.hpp"
 #include "base/clock.hpp"
 #include "base/hash.hpp"
@@ -17,10 +16,7 @@ bool Trainer::check_replicas() {
   Fnv1a fnv;
   fnv.update(host.raw(), host.nbytes());
   const uint64_t h = fnv.value();
-  uint64_t lo = h, hi = h;
-  CollectiveWait wait("replica check (MPI_Allreduce)");
-  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
-  HT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  const auto [lo, hi] = dist_min_max(h, "replica check (MPI_Allreduce)");
   if (lo != hi)
     throw RuntimeError("step " + std::to_string(prog_.step) + ": parameters differ between ranks (rank " +
                        std::to_string(rank_) + " hash " + std::to_string(h) + ")");

@@ -11,7 +11,6 @@
 
 #include "cuda/cuda_context.hpp"
 #include "cuda/gpu_env.hpp"
-#include "mpi/check.hpp"
 #include "base/hash.hpp"
 #include "mpi/gpu/communicator_factory.hpp"
 #include "mpi/dist.hpp"
@@ -184,7 +183,7 @@ void Trainer::setup_distributed(int threads) {
       device_ == Device::cuda);
   watchdog_ = std::make_unique<Watchdog>(cfg_.watchdog, cfg_.data.prefetch, rank_, world_, dist().hosts);
   open_run_files(threads);
-  HT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  dist_barrier("end of setup (MPI_Barrier)");
 }
 
 void Trainer::setup_communication() {
@@ -256,7 +255,7 @@ void Trainer::setup_monitoring() {
   // Timeline (trace.enabled): clocks aligned with rank 0; each bucket's allreduce is recorded on the
   // communication thread (bucket = operation number modulo the buckets per step).
   if (cfg_.trace.enabled) {
-    trace_.enable(MPI_COMM_WORLD);
+    trace_.enable(dist().world);
     trace_.set_thread_name("main");
     if (bucketer_) {
       const int nb = bucketer_->num_buckets();

@@ -9,8 +9,7 @@
 #include <thread>
 
 #include "io/metrics.hpp"
-#include "mpi/check.hpp"
-#include "mpi/collective_guard.hpp"
+#include "mpi/dist.hpp"
 #include "base/test_faults.hpp"
 
 namespace ht {
@@ -159,14 +158,9 @@ std::vector<WatchdogWarning> Watchdog::on_step(const StepMetrics& m, MetricsWrit
   allreduce_ms_.push_back(m.allreduce_ms);
   if (m.gpu.valid) gpu_util_sum_ += m.gpu.gpu_util_pct, ++gpu_samples_;
   if (n_ < opt_.window_steps) return {};
-  double mine[3] = {median(step_ms_), median(data_ms_), median(allreduce_ms_)};
-  std::vector<double> all(static_cast<size_t>(3 * world_));
-  if (world_ > 1) {
-    // A step's collective like the others: a peer lost here must not leave rank 0 waiting unbounded.
-    CollectiveWait wait("watchdog window (MPI_Gather of the ranks' step times)");
-    HT_MPI_CHECK(MPI_Gather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  } else
-    std::copy(mine, mine + 3, all.begin());
+  // A step's collective like the others, bounded: a peer lost here must not leave rank 0 waiting.
+  const std::vector<double> all = dist_gather_to_root({median(step_ms_), median(data_ms_), median(allreduce_ms_)},
+                                                      "watchdog window (MPI_Gather of the ranks' step times)");
   std::optional<double> gpu;
   if (gpu_samples_ > 0) gpu = gpu_util_sum_ / static_cast<double>(gpu_samples_);
   const int64_t first = first_step_, last = m.step;
