@@ -26,4 +26,26 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
                           const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                           Tensor& dgamma, Tensor& dbeta, bool accumulate);
 
+/// The device halves of the functions above, called by them once the arguments are checked. CPU:
+/// src/ops/batchnorm2d_cpu.cpp (oneDNN); GPU: src/ops/batchnorm2d_gpu.cu (cuDNN), defined in CUDA
+/// builds only (HT_HAVE_CUDA).
+void batchnorm2d_forward_train_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
+                                   Tensor& save_mean, Tensor& save_invstd);
+void batchnorm2d_forward_infer_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                   Tensor& y);
+void batchnorm2d_backward_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
+                              const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                              Tensor& dgamma, Tensor& dbeta, bool accumulate);
+void batchnorm2d_forward_train_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
+                                   Tensor& save_mean, Tensor& save_invstd);
+void batchnorm2d_forward_infer_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                   Tensor& y);
+void batchnorm2d_backward_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
+                              const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                              Tensor& dgamma, Tensor& dbeta, bool accumulate);
+
 }  // namespace ht

@@ -156,8 +156,25 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
 
 }  // namespace
 
-const BatchNormHalf batchnorm2d = {.forward_train = batchnorm2d_forward_train,
-                                   .forward_infer = batchnorm2d_forward_infer,
-                                   .backward = batchnorm2d_backward};
-
 }  // namespace ht::cpu
+
+namespace ht {
+
+// The CPU halves declared in src/ops/batchnorm2d.hpp.
+void batchnorm2d_forward_train_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
+                                   Tensor& save_mean, Tensor& save_invstd) {
+  cpu::batchnorm2d_forward_train(cache, sh, x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd);
+}
+void batchnorm2d_forward_infer_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                   Tensor& y) {
+  cpu::batchnorm2d_forward_infer(cache, sh, x, gamma, beta, running_mean, running_var, y);
+}
+void batchnorm2d_backward_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
+                              const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                              Tensor& dgamma, Tensor& dbeta, bool accumulate) {
+  cpu::batchnorm2d_backward(cache, sh, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, accumulate);
+}
+
+}  // namespace ht

@@ -16,7 +16,7 @@
 // under train.deterministic. The reserve space the forward fills is kept in the layer's cache for
 // the backward of the same micro-batch.
 #include "src/ops/gpu_common.cuh"
-#include "src/ops/op_halves.hpp"
+#include "src/ops/batchnorm2d.hpp"
 #include "src/ops/op_math.hpp"
 
 namespace ht::cuda {
@@ -129,8 +129,25 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
 
 }  // namespace
 
-const BatchNormHalf batchnorm2d = {.forward_train = batchnorm2d_forward_train,
-                                   .forward_infer = batchnorm2d_forward_infer,
-                                   .backward = batchnorm2d_backward};
-
 }  // namespace ht::cuda
+
+namespace ht {
+
+// The GPU halves declared in src/ops/batchnorm2d.hpp.
+void batchnorm2d_forward_train_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
+                                   Tensor& save_mean, Tensor& save_invstd) {
+  cuda::batchnorm2d_forward_train(cache, sh, x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd);
+}
+void batchnorm2d_forward_infer_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                   Tensor& y) {
+  cuda::batchnorm2d_forward_infer(cache, sh, x, gamma, beta, running_mean, running_var, y);
+}
+void batchnorm2d_backward_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
+                              const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                              Tensor& dgamma, Tensor& dbeta, bool accumulate) {
+  cuda::batchnorm2d_backward(cache, sh, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, accumulate);
+}
+
+}  // namespace ht

@@ -5,7 +5,12 @@ namespace ht {
 void convert_tensor(const Tensor& src, Tensor& dst) {
   const OpArgs a("convert_tensor", src);
   a.act(src, "src").act(dst, "dst", src.shape());
-  HT_DISPATCH(a.device(), "convert_tensor", convert.convert, src, dst);
+  if (a.device() == Device::cpu) return convert_tensor_cpu(src, dst);
+#if defined(HT_HAVE_CUDA)
+  return convert_tensor_gpu(src, dst);
+#else
+  no_cuda("convert_tensor");
+#endif
 }
 
 }  // namespace ht

@@ -60,6 +60,11 @@ void convert_impl(const Tensor& src, Tensor& dst) {
 
 }  // namespace
 
-const ConvertHalf convert = {.convert = convert_impl};
-
 }  // namespace ht::cpu
+
+namespace ht {
+
+// The CPU half declared in src/ops/convert.hpp.
+void convert_tensor_cpu(const Tensor& src, Tensor& dst) { cpu::convert_impl(src, dst); }
+
+}  // namespace ht

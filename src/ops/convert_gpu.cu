@@ -1,6 +1,7 @@
 // Dtype and layout conversions on the GPU (src/ops/convert_gpu.hpp): grid-stride kernels over the
 // load_f/store_f of src/ops/lowp_gpu.cuh (base/bf16.hpp's rounding).
 #include "src/ops/gpu_common.cuh"
+#include "src/ops/convert.hpp"
 #include "src/ops/convert_gpu.hpp"
 #include "src/ops/lowp_gpu.cuh"
 
@@ -84,11 +85,9 @@ void convert_any(const Tensor& src, Tensor& dst) {
 
 }  // namespace ht::cuda
 
-// The ConvertHalf table (src/ops/op_halves.hpp) arrives with mp-cpu's dispatcher src/ops/convert.hpp;
-// defined once both are in the tree.
-#if __has_include("src/ops/convert.hpp")
-#include "src/ops/op_halves.hpp"
-namespace ht::cuda {
-const ConvertHalf convert = {.convert = convert_any};
-}  // namespace ht::cuda
-#endif
+namespace ht {
+
+// The GPU half declared in src/ops/convert.hpp.
+void convert_tensor_gpu(const Tensor& src, Tensor& dst) { cuda::convert_any(src, dst); }
+
+}  // namespace ht

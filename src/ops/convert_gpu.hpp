@@ -3,7 +3,7 @@
 // and NHWC memory orders on the GPU, with the rounding of base/bf16.hpp (nearest even, the
 // CPU's own functions): the float32 master weights to their low-precision copies, input batches to
 // the low-precision NHWC activations, and back for the loss and for tests. No CUDA types here;
-// defined in CUDA builds only (src/ops/convert_gpu.cu), so callers guard with HT_HAVE_CUDA as HT_DISPATCH does.
+// defined in CUDA builds only (src/ops/convert_gpu.cu), so callers guard with HT_HAVE_CUDA as the op dispatchers do.
 #include "base/tensor.hpp"
 
 namespace ht::cuda {
@@ -12,7 +12,7 @@ namespace ht::cuda {
 /// GPU; f32, bf16 or f16 each). Runs on the compute stream. Throws RuntimeError otherwise.
 void convert_elements(const Tensor& src, Tensor& dst);
 
-/// The GPU half of ht::convert_tensor (ConvertHalf, /work/wt/mp-interface.md): dst = src in dst's
+/// The body of ht::convert_tensor_gpu (src/ops/convert.hpp): dst = src in dst's
 /// dtype, same logical shape; the memory order follows the dtype as in cuda::act_format (a 4-D
 /// bf16/f16 tensor is NHWC, any other NCHW/row-major), so f32 NCHW <-> bf16 NHWC transposes, a 4-D
 /// NHWC tensor into a 2-D one gives the [N, C*H*W] rows in NCHW order (Flatten), and the reverse.

@@ -21,4 +21,20 @@ void scale_inplace(Tensor& y, float s);
 /// Number of NaN or Inf elements of a float32 tensor.
 int64_t count_nonfinite(const Tensor& x);
 
+/// The device halves of the functions above, called by them once the arguments are checked (the
+/// halves trust their arguments). CPU: src/ops/elementwise_cpu.cpp; GPU: src/ops/elementwise_gpu.cu,
+/// defined in CUDA builds only (HT_HAVE_CUDA).
+void relu_forward_cpu(const Tensor& x, Tensor& y);
+void relu_backward_cpu(const Tensor& y, const Tensor& dy, Tensor& dx);
+void add_forward_cpu(const Tensor& a, const Tensor& b, Tensor& y);
+void add_inplace_cpu(Tensor& y, const Tensor& x);
+void scale_inplace_cpu(Tensor& y, float s);
+int64_t count_nonfinite_cpu(const Tensor& x);
+void relu_forward_gpu(const Tensor& x, Tensor& y);
+void relu_backward_gpu(const Tensor& y, const Tensor& dy, Tensor& dx);
+void add_forward_gpu(const Tensor& a, const Tensor& b, Tensor& y);
+void add_inplace_gpu(Tensor& y, const Tensor& x);
+void scale_inplace_gpu(Tensor& y, float s);
+int64_t count_nonfinite_gpu(const Tensor& x);
+
 }  // namespace ht

@@ -99,6 +99,16 @@ int64_t count_nonfinite(const Tensor& x) {
 
 }  // namespace
 
-HT_DEFINE_ELEMENTWISE_HALF();
-
 }  // namespace ht::cpu
+
+namespace ht {
+
+// The CPU halves declared in src/ops/elementwise.hpp.
+void relu_forward_cpu(const Tensor& x, Tensor& y) { cpu::relu_forward(x, y); }
+void relu_backward_cpu(const Tensor& y, const Tensor& dy, Tensor& dx) { cpu::relu_backward(y, dy, dx); }
+void add_forward_cpu(const Tensor& a, const Tensor& b, Tensor& y) { cpu::add_forward(a, b, y); }
+void add_inplace_cpu(Tensor& y, const Tensor& x) { cpu::add_inplace(y, x); }
+void scale_inplace_cpu(Tensor& y, float s) { cpu::scale_inplace(y, s); }
+int64_t count_nonfinite_cpu(const Tensor& x) { return cpu::count_nonfinite(x); }
+
+}  // namespace ht

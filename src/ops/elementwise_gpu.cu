@@ -9,7 +9,7 @@
 
 #include "src/ops/gpu_common.cuh"
 #include "src/ops/lowp_gpu.cuh"
-#include "src/ops/op_halves.hpp"
+#include "src/ops/elementwise.hpp"
 #include "src/ops/op_math.hpp"
 
 namespace ht::cuda {
@@ -136,6 +136,16 @@ int64_t count_nonfinite(const Tensor& x) {
 
 }  // namespace
 
-HT_DEFINE_ELEMENTWISE_HALF();
-
 }  // namespace ht::cuda
+
+namespace ht {
+
+// The GPU halves declared in src/ops/elementwise.hpp.
+void relu_forward_gpu(const Tensor& x, Tensor& y) { cuda::relu_forward(x, y); }
+void relu_backward_gpu(const Tensor& y, const Tensor& dy, Tensor& dx) { cuda::relu_backward(y, dy, dx); }
+void add_forward_gpu(const Tensor& a, const Tensor& b, Tensor& y) { cuda::add_forward(a, b, y); }
+void add_inplace_gpu(Tensor& y, const Tensor& x) { cuda::add_inplace(y, x); }
+void scale_inplace_gpu(Tensor& y, float s) { cuda::scale_inplace(y, s); }
+int64_t count_nonfinite_gpu(const Tensor& x) { return cuda::count_nonfinite(x); }
+
+}  // namespace ht

@@ -60,11 +60,15 @@ class OpArgs {
 }  // namespace ht
 
 namespace ht {
-/// Throws "<op>: this hpctrain was built without CUDA": the GPU branch of HT_DISPATCH in a build
-/// without CUDA. R is the half's result type, so that the branch has the type of the CPU one.
+/// Throws "<op>: this hpctrain was built without CUDA": the GPU branch of a dispatcher in a build
+/// without CUDA.
+[[noreturn]] inline void no_cuda(const char* op) {
+  throw RuntimeError(std::string(op) + ": this hpctrain was built without CUDA");
+}
+/// As no_cuda, typed R so that the GPU branch has the type of the CPU one (HT_DISPATCH only).
 template <class R>
 [[noreturn]] R no_cuda_half(const char* op) {
-  throw RuntimeError(std::string(op) + ": this hpctrain was built without CUDA");
+  no_cuda(op);
 }
 }  // namespace ht
 

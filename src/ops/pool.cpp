@@ -36,7 +36,12 @@ OpArgs avgpool_args(const char* op, const Tensor& nchw, const char* n4, const Te
 void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
   const OpArgs a = maxpool_args("maxpool2d_forward", sh, x);
   a.act(y, "y", {sh.n, sh.c, sh.p(), sh.q()}).same_dtype(x, "x", y, "y");
-  HT_DISPATCH(a.device(), "maxpool2d_forward", pool.maxpool2d_forward, cache, sh, x, y);
+  if (a.device() == Device::cpu) return maxpool2d_forward_cpu(cache, sh, x, y);
+#if defined(HT_HAVE_CUDA)
+  return maxpool2d_forward_gpu(cache, sh, x, y);
+#else
+  no_cuda("maxpool2d_forward");
+#endif
 }
 
 void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -45,17 +50,32 @@ void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x,
   a.act(y, "y", {sh.n, sh.c, sh.p(), sh.q()}).act(dy, "dy", {sh.n, sh.c, sh.p(), sh.q()});
   a.act(dx, "dx", {sh.n, sh.c, sh.h, sh.w});
   a.same_dtype(x, "x", y, "y").same_dtype(x, "x", dy, "dy").same_dtype(x, "x", dx, "dx");
-  HT_DISPATCH(a.device(), "maxpool2d_backward", pool.maxpool2d_backward, cache, sh, x, y, dy, dx);
+  if (a.device() == Device::cpu) return maxpool2d_backward_cpu(cache, sh, x, y, dy, dx);
+#if defined(HT_HAVE_CUDA)
+  return maxpool2d_backward_gpu(cache, sh, x, y, dy, dx);
+#else
+  no_cuda("maxpool2d_backward");
+#endif
 }
 
 void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y) {
   const OpArgs a = avgpool_args("global_avgpool_forward", x, "x", y, "y");
-  HT_DISPATCH(a.device(), "global_avgpool_forward", pool.global_avgpool_forward, cache, x, y);
+  if (a.device() == Device::cpu) return global_avgpool_forward_cpu(cache, x, y);
+#if defined(HT_HAVE_CUDA)
+  return global_avgpool_forward_gpu(cache, x, y);
+#else
+  no_cuda("global_avgpool_forward");
+#endif
 }
 
 void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
   const OpArgs a = avgpool_args("global_avgpool_backward", dx, "dx", dy, "dy");
-  HT_DISPATCH(a.device(), "global_avgpool_backward", pool.global_avgpool_backward, cache, dy, dx);
+  if (a.device() == Device::cpu) return global_avgpool_backward_cpu(cache, dy, dx);
+#if defined(HT_HAVE_CUDA)
+  return global_avgpool_backward_gpu(cache, dy, dx);
+#else
+  no_cuda("global_avgpool_backward");
+#endif
 }
 
 }  // namespace ht

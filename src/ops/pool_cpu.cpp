@@ -229,6 +229,23 @@ void global_avgpool_backward(OpCachePtr& /*cache*/, const Tensor& dy, Tensor& dx
 
 }  // namespace
 
-HT_DEFINE_POOL_HALF();
-
 }  // namespace ht::cpu
+
+namespace ht {
+
+// The CPU halves declared in src/ops/pool.hpp.
+void maxpool2d_forward_cpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
+  cpu::maxpool2d_forward(cache, sh, x, y);
+}
+void maxpool2d_backward_cpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y,
+                            const Tensor& dy, Tensor& dx) {
+  cpu::maxpool2d_backward(cache, sh, x, y, dy, dx);
+}
+void global_avgpool_forward_cpu(OpCachePtr& cache, const Tensor& x, Tensor& y) {
+  cpu::global_avgpool_forward(cache, x, y);
+}
+void global_avgpool_backward_cpu(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
+  cpu::global_avgpool_backward(cache, dy, dx);
+}
+
+}  // namespace ht

@@ -7,7 +7,7 @@
 // (float scaling factors) and the same kernels typed by the tensors' dtypes, summing in float32.
 #include "src/ops/gpu_common.cuh"
 #include "src/ops/lowp_gpu.cuh"
-#include "src/ops/op_halves.hpp"
+#include "src/ops/pool.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -105,6 +105,23 @@ void global_avgpool_backward(OpCachePtr&, const Tensor& dy, Tensor& dx) {
 
 }  // namespace
 
-HT_DEFINE_POOL_HALF();
-
 }  // namespace ht::cuda
+
+namespace ht {
+
+// The GPU halves declared in src/ops/pool.hpp.
+void maxpool2d_forward_gpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
+  cuda::maxpool2d_forward(cache, sh, x, y);
+}
+void maxpool2d_backward_gpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y,
+                            const Tensor& dy, Tensor& dx) {
+  cuda::maxpool2d_backward(cache, sh, x, y, dy, dx);
+}
+void global_avgpool_forward_gpu(OpCachePtr& cache, const Tensor& x, Tensor& y) {
+  cuda::global_avgpool_forward(cache, x, y);
+}
+void global_avgpool_backward_gpu(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
+  cuda::global_avgpool_backward(cache, dy, dx);
+}
+
+}  // namespace ht

@@ -14,5 +14,11 @@ namespace ht {
 /// (raw pointers into the flat parameter buffers; n may be 0).
 void sgd_update(Device device, float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
                 bool nesterov);
+/// The device halves of sgd_update, called by it once the arguments are checked: CPU
+/// src/ops/sgd_update_cpu.cpp; GPU src/ops/sgd_update_gpu.cu, defined in CUDA builds only (HT_HAVE_CUDA).
+void sgd_update_cpu(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
+                    bool nesterov);
+void sgd_update_gpu(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
+                    bool nesterov);
 
 }  // namespace ht

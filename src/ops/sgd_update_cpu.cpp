@@ -12,6 +12,14 @@ void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float
 
 }  // namespace
 
-const SgdHalf sgd = {.update = sgd_update};
-
 }  // namespace ht::cpu
+
+namespace ht {
+
+// The CPU half declared in src/ops/sgd_update.hpp.
+void sgd_update_cpu(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
+                    bool nesterov) {
+  cpu::sgd_update(p, g, buf, n, lr, momentum, wd, nesterov);
+}
+
+}  // namespace ht

@@ -1,7 +1,7 @@
 // SGD update kernel: the same sgd_update_elem the CPU loop runs (src/ops/op_math.hpp).
 #include "cuda/check.hpp"
 #include "cuda/cuda_context.hpp"
-#include "src/ops/op_halves.hpp"
+#include "src/ops/sgd_update.hpp"
 #include "src/ops/op_math.hpp"
 
 #include <algorithm>
@@ -26,6 +26,14 @@ void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float
 
 }  // namespace
 
-const SgdHalf sgd = {.update = sgd_update};
-
 }  // namespace ht::cuda
+
+namespace ht {
+
+// The GPU half declared in src/ops/sgd_update.hpp.
+void sgd_update_gpu(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
+                    bool nesterov) {
+  cuda::sgd_update(p, g, buf, n, lr, momentum, wd, nesterov);
+}
+
+}  // namespace ht

@@ -18,4 +18,16 @@ double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float la
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
                            Tensor& dlogits);
 
+/// The device halves of the functions above, called by them once the arguments are checked (label
+/// values are checked by the halves, which read them). CPU: src/ops/softmax_xent_cpu.cpp; GPU:
+/// src/ops/softmax_xent_gpu.cu, defined in CUDA builds only (HT_HAVE_CUDA).
+double softmax_xent_forward_cpu(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+                                int64_t* correct);
+void softmax_xent_backward_cpu(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
+                               Tensor& dlogits);
+double softmax_xent_forward_gpu(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+                                int64_t* correct);
+void softmax_xent_backward_gpu(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
+                               Tensor& dlogits);
+
 }  // namespace ht

@@ -73,6 +73,18 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float labe
 
 }  // namespace
 
-const SoftmaxXentHalf softmax_xent = {.forward = softmax_xent_forward, .backward = softmax_xent_backward};
-
 }  // namespace ht::cpu
+
+namespace ht {
+
+// The CPU halves declared in src/ops/softmax_xent.hpp.
+double softmax_xent_forward_cpu(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+                                int64_t* correct) {
+  return cpu::softmax_xent_forward(logits, labels, label_smoothing, probs, correct);
+}
+void softmax_xent_backward_cpu(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
+                               Tensor& dlogits) {
+  cpu::softmax_xent_backward(probs, labels, label_smoothing, scale, dlogits);
+}
+
+}  // namespace ht

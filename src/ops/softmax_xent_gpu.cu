@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "src/ops/gpu_common.cuh"
-#include "src/ops/op_halves.hpp"
+#include "src/ops/softmax_xent.hpp"
 #include "src/ops/op_math.hpp"
 
 namespace ht::cuda {
@@ -131,6 +131,18 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float labe
 
 }  // namespace
 
-const SoftmaxXentHalf softmax_xent = {.forward = softmax_xent_forward, .backward = softmax_xent_backward};
-
 }  // namespace ht::cuda
+
+namespace ht {
+
+// The GPU halves declared in src/ops/softmax_xent.hpp.
+double softmax_xent_forward_gpu(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+                                int64_t* correct) {
+  return cuda::softmax_xent_forward(logits, labels, label_smoothing, probs, correct);
+}
+void softmax_xent_backward_gpu(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
+                               Tensor& dlogits) {
+  cuda::softmax_xent_backward(probs, labels, label_smoothing, scale, dlogits);
+}
+
+}  // namespace ht

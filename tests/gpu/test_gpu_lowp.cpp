@@ -24,7 +24,12 @@
 #include "src/ops/convert_gpu.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/gpu/nccl_communicator.hpp"
-#include "src/ops/op_halves.hpp"
+#include "src/ops/batchnorm2d.hpp"
+#include "src/ops/conv2d.hpp"
+#include "src/ops/convert.hpp"
+#include "src/ops/elementwise.hpp"
+#include "src/ops/linear.hpp"
+#include "src/ops/pool.hpp"
 #include "tests/gpu/lowp_test_util.hpp"
 
 using namespace ht;
@@ -146,25 +151,25 @@ TEST_CASE("batchnorm2d in bf16/fp16 NHWC with fp32 statistics matches the CPU", 
       Tensor rm_ref = Tensor::empty({c}), rv_ref = Tensor::empty({c});
       rm_ref.copy_from(rm);
       rv_ref.copy_from(rv);
-      cpu::batchnorm2d.forward_train(cc, sh, x, gamma, beta, y_ref, rm_ref, rv_ref, sm_ref, si_ref);
+      batchnorm2d_forward_train_cpu(cc, sh, x, gamma, beta, y_ref, rm_ref, rv_ref, sm_ref, si_ref);
       Tensor xg = gpu_as(x, t), gg = gpu(gamma), bg = gpu(beta), rmg = gpu(rm), rvg = gpu(rv);
       Tensor yg = poisoned_as(xs, t), smg = poisoned({c}), sig = poisoned({c});
-      cuda::batchnorm2d.forward_train(gc, sh, xg, gg, bg, yg, rmg, rvg, smg, sig);
+      batchnorm2d_forward_train_gpu(gc, sh, xg, gg, bg, yg, rmg, rvg, smg, sig);
       CHECK(rel_err_any(yg, y_ref) < lowp_tol(t, 1));
       CHECK(rel_err(smg, sm_ref) < 1e-5);  // float32 statistics of the same rounded x
       CHECK(rel_err(sig, si_ref) < 1e-5);
       CHECK(rel_err(rmg, rm_ref) < 1e-5);
       CHECK(rel_err(rvg, rv_ref) < 1e-5);
       Tensor dx_ref = Tensor::empty(xs), dg_ref = Tensor::empty({c}), db_ref = Tensor::empty({c});
-      cpu::batchnorm2d.backward(cc, sh, x, dy, gamma, sm_ref, si_ref, dx_ref, dg_ref, db_ref, false);
+      batchnorm2d_backward_cpu(cc, sh, x, dy, gamma, sm_ref, si_ref, dx_ref, dg_ref, db_ref, false);
       Tensor dxg = poisoned_as(xs, t), dgg = poisoned({c}), dbg = poisoned({c});
-      cuda::batchnorm2d.backward(gc, sh, xg, gpu_as(dy, t), gg, smg, sig, dxg, dgg, dbg, false);
+      batchnorm2d_backward_gpu(gc, sh, xg, gpu_as(dy, t), gg, smg, sig, dxg, dgg, dbg, false);
       CHECK(rel_err_any(dxg, dx_ref) < lowp_tol(t, 1));
       CHECK(rel_err(dgg, dg_ref) < 1e-4);
       CHECK(rel_err(dbg, db_ref) < 1e-4);
       Tensor yi_ref = Tensor::empty(xs), yig = poisoned_as(xs, t);
-      cpu::batchnorm2d.forward_infer(cc, sh, x, gamma, beta, rm_ref, rv_ref, yi_ref);
-      cuda::batchnorm2d.forward_infer(gc, sh, xg, gg, bg, rmg, rvg, yig);
+      batchnorm2d_forward_infer_cpu(cc, sh, x, gamma, beta, rm_ref, rv_ref, yi_ref);
+      batchnorm2d_forward_infer_gpu(gc, sh, xg, gg, bg, rmg, rvg, yig);
       CHECK(rel_err_any(yig, yi_ref) < lowp_tol(t, 1));
       cuda::set_options(saved);
     }
@@ -179,22 +184,22 @@ TEST_CASE("pooling in bf16/fp16 NHWC matches the CPU", "[gpu_lowp][pool]") {
     Tensor dy = rounded(randn({sh.n, sh.c, sh.p(), sh.q()}, 12), t);
     OpCachePtr cc, gc;
     Tensor y_ref = Tensor::empty({sh.n, sh.c, sh.p(), sh.q()}), dx_ref = Tensor::empty(x.shape());
-    cpu::pool.maxpool2d_forward(cc, sh, x, y_ref);
-    cpu::pool.maxpool2d_backward(cc, sh, x, y_ref, dy, dx_ref);
+    maxpool2d_forward_cpu(cc, sh, x, y_ref);
+    maxpool2d_backward_cpu(cc, sh, x, y_ref, dy, dx_ref);
     Tensor xg = gpu_as(x, t), yg = poisoned_as(y_ref.shape(), t), dxg = poisoned_as(x.shape(), t);
-    cuda::pool.maxpool2d_forward(gc, sh, xg, yg);
-    cuda::pool.maxpool2d_backward(gc, sh, xg, yg, gpu_as(dy, t), dxg);
+    maxpool2d_forward_gpu(gc, sh, xg, yg);
+    maxpool2d_backward_gpu(gc, sh, xg, yg, gpu_as(dy, t), dxg);
     CHECK(bit_equal(gpu(host_f32(yg)), y_ref));  // a selection of representable values: exact
     CHECK(rel_err_any(dxg, dx_ref) < lowp_tol(t, 1));  // overlapping windows sum up to 4 gradients
 
     const std::vector<int64_t> xs{4, 24, 7, 7};
     Tensor gx = rounded(randn(xs, 13), t), gdy = rounded(randn({xs[0], xs[1]}, 14), t);
     Tensor gy_ref = Tensor::empty({xs[0], xs[1]}), gdx_ref = Tensor::empty(xs);
-    cpu::pool.global_avgpool_forward(cc, gx, gy_ref);
-    cpu::pool.global_avgpool_backward(cc, gdy, gdx_ref);
+    global_avgpool_forward_cpu(cc, gx, gy_ref);
+    global_avgpool_backward_cpu(cc, gdy, gdx_ref);
     Tensor gyg = poisoned_as({xs[0], xs[1]}, t), gdxg = poisoned_as(xs, t);
-    cuda::pool.global_avgpool_forward(gc, gpu_as(gx, t), gyg);
-    cuda::pool.global_avgpool_backward(gc, gpu_as(gdy, t), gdxg);
+    global_avgpool_forward_gpu(gc, gpu_as(gx, t), gyg);
+    global_avgpool_backward_gpu(gc, gpu_as(gdy, t), gdxg);
     CHECK(rel_err_any(gyg, gy_ref) < lowp_tol(t, 1));
     CHECK(rel_err_any(gdxg, gdx_ref) < lowp_tol(t, 1));
   }
@@ -207,15 +212,15 @@ TEST_CASE("element-wise ops in bf16/fp16 round like the host's shared math", "[g
     Tensor a = rounded(randn(s, 1), t), b = rounded(randn(s, 2), t), dy = rounded(randn(s, 3), t);
     // The expected values: the float math of src/ops/op_math.hpp on the host, rounded once to t.
     Tensor relu_ref = Tensor::empty(s), add_ref = Tensor::empty(s), drelu_ref = Tensor::empty(s);
-    cpu::elementwise.relu_forward(a, relu_ref);
-    cpu::elementwise.relu_backward(relu_ref, dy, drelu_ref);
-    cpu::elementwise.add_forward(a, b, add_ref);
+    relu_forward_cpu(a, relu_ref);
+    relu_backward_cpu(relu_ref, dy, drelu_ref);
+    add_forward_cpu(a, b, add_ref);
     add_ref = rounded(add_ref, t);
     Tensor ag = gpu_as(a, t), bg = gpu_as(b, t);
     Tensor rg = poisoned_as(s, t), drg = poisoned_as(s, t), addg = poisoned_as(s, t);
-    cuda::elementwise.relu_forward(ag, rg);
-    cuda::elementwise.relu_backward(rg, gpu_as(dy, t), drg);
-    cuda::elementwise.add_forward(ag, bg, addg);
+    relu_forward_gpu(ag, rg);
+    relu_backward_gpu(rg, gpu_as(dy, t), drg);
+    add_forward_gpu(ag, bg, addg);
     CHECK(bit_equal(gpu(host_f32(rg)), relu_ref));
     CHECK(bit_equal(gpu(host_f32(drg)), drelu_ref));
     CHECK(bit_equal(gpu(host_f32(addg)), add_ref));
@@ -223,7 +228,7 @@ TEST_CASE("element-wise ops in bf16/fp16 round like the host's shared math", "[g
     auto v = x.span<float>();
     v[3] = std::numeric_limits<float>::quiet_NaN();
     v[500] = std::numeric_limits<float>::infinity();
-    CHECK(cuda::elementwise.count_nonfinite(gpu_as(x, t)) == 2);  // NaN and infinity survive the format
+    CHECK(count_nonfinite_gpu(gpu_as(x, t)) == 2);  // NaN and infinity survive the format
   }
 }
 

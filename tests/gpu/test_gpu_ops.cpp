@@ -28,7 +28,6 @@
 #include <limits>
 
 #include "cuda/allocator.hpp"
-#include "src/ops/op_halves.hpp"
 #include "src/ops/conv2d_gpu_algo.hpp"
 #include "cuda/cuda_context.hpp"
 #include "src/ops/batchnorm2d.hpp"
@@ -119,8 +118,8 @@ struct MaxpoolRun {
 MaxpoolRun maxpool_both(const PoolShape& sh, const Tensor& x, const Tensor& dy) {
   OpCachePtr cc, gc;
   MaxpoolRun r{Tensor::empty({sh.n, sh.c, sh.p(), sh.q()}), Tensor::empty(x.shape()), {}, {}};
-  cpu::pool.maxpool2d_forward(cc, sh, x, r.y_ref);
-  cpu::pool.maxpool2d_backward(cc, sh, x, r.y_ref, dy, r.dx_ref);
+  maxpool2d_forward_cpu(cc, sh, x, r.y_ref);
+  maxpool2d_backward_cpu(cc, sh, x, r.y_ref, dy, r.dx_ref);
   Tensor xg = gpu(x);
   r.yg = poisoned(r.y_ref.shape());
   r.dxg = poisoned(x.shape());
@@ -271,7 +270,7 @@ TEST_CASE("batchnorm2d on the GPU matches the CPU, PyTorch running statistics", 
     Tensor rm_ref = Tensor::empty({c}), rv_ref = Tensor::empty({c});
     rm_ref.copy_from(rm);
     rv_ref.copy_from(rv);
-    cpu::batchnorm2d.forward_train(cc, sh, x, gamma, beta, y_ref, rm_ref, rv_ref, sm_ref, si_ref);
+    batchnorm2d_forward_train_cpu(cc, sh, x, gamma, beta, y_ref, rm_ref, rv_ref, sm_ref, si_ref);
     Tensor xg = gpu(x), gg = gpu(gamma), bg = gpu(beta), rmg = gpu(rm), rvg = gpu(rv);
     Tensor yg = poisoned(xs), smg = poisoned({c}), sig = poisoned({c});
     batchnorm2d_forward_train(gc, sh, xg, gg, bg, yg, rmg, rvg, smg, sig);
@@ -282,7 +281,7 @@ TEST_CASE("batchnorm2d on the GPU matches the CPU, PyTorch running statistics", 
     CHECK(rel_err(rvg, rv_ref) < 1e-5);  // unbiased variance in the running average, as PyTorch
 
     Tensor yi_ref = Tensor::empty(xs);
-    cpu::batchnorm2d.forward_infer(cc, sh, x, gamma, beta, rm_ref, rv_ref, yi_ref);
+    batchnorm2d_forward_infer_cpu(cc, sh, x, gamma, beta, rm_ref, rv_ref, yi_ref);
     Tensor yig = poisoned(xs);
     batchnorm2d_forward_infer(gc, sh, xg, gg, bg, rmg, rvg, yig);
     CHECK(rel_err(yig, yi_ref) < 1e-4);
@@ -293,7 +292,7 @@ TEST_CASE("batchnorm2d on the GPU matches the CPU, PyTorch running statistics", 
       Tensor dx_ref = Tensor::empty(xs), dg_ref = Tensor::empty({c}), db_ref = Tensor::empty({c});
       dg_ref.copy_from(dg0);
       db_ref.copy_from(db0);
-      cpu::batchnorm2d.backward(cc, sh, x, dy, gamma, sm_ref, si_ref, dx_ref, dg_ref, db_ref, acc);
+      batchnorm2d_backward_cpu(cc, sh, x, dy, gamma, sm_ref, si_ref, dx_ref, dg_ref, db_ref, acc);
       Tensor dxg = poisoned(xs), dgg = gpu(dg0), dbg = gpu(db0);
       batchnorm2d_backward(gc, sh, xg, gpu(dy), gg, smg, sig, dxg, dgg, dbg, acc);
       CHECK(rel_err(dxg, dx_ref) < 1e-4);
@@ -348,8 +347,8 @@ TEST_CASE("global average pool on the GPU matches the CPU (rel 1e-6)", "[gpu_ops
     Tensor x = randn(xs, 1), dy = randn({xs[0], xs[1]}, 2);
     OpCachePtr cc, gc;
     Tensor y_ref = Tensor::empty({xs[0], xs[1]}), dx_ref = Tensor::empty(xs);
-    cpu::pool.global_avgpool_forward(cc, x, y_ref);
-    cpu::pool.global_avgpool_backward(cc, dy, dx_ref);
+    global_avgpool_forward_cpu(cc, x, y_ref);
+    global_avgpool_backward_cpu(cc, dy, dx_ref);
     Tensor yg = poisoned({xs[0], xs[1]}), dxg = poisoned(xs);
     global_avgpool_forward(gc, gpu(x), yg);
     global_avgpool_backward(gc, gpu(dy), dxg);
@@ -362,9 +361,9 @@ TEST_CASE("element-wise ops on the GPU equal the CPU bitwise", "[gpu_ops][elemen
   const std::vector<int64_t> s{3, 1000, 7};
   Tensor a = randn(s, 1), b = randn(s, 2), dy = randn(s, 3);
   Tensor r_ref = Tensor::empty(s), dr_ref = Tensor::empty(s), add_ref = Tensor::empty(s);
-  cpu::elementwise.relu_forward(a, r_ref);
-  cpu::elementwise.relu_backward(r_ref, dy, dr_ref);
-  cpu::elementwise.add_forward(a, b, add_ref);
+  relu_forward_cpu(a, r_ref);
+  relu_backward_cpu(r_ref, dy, dr_ref);
+  add_forward_cpu(a, b, add_ref);
   Tensor ag = gpu(a), bg = gpu(b);
   Tensor rg = poisoned(s), drg = poisoned(s), addg = poisoned(s);
   relu_forward(ag, rg);
@@ -376,8 +375,8 @@ TEST_CASE("element-wise ops on the GPU equal the CPU bitwise", "[gpu_ops][elemen
 
   Tensor inplace_ref = Tensor::empty(s);
   inplace_ref.copy_from(a);
-  cpu::elementwise.add_inplace(inplace_ref, b);
-  cpu::elementwise.scale_inplace(inplace_ref, 0.37f);
+  add_inplace_cpu(inplace_ref, b);
+  scale_inplace_cpu(inplace_ref, 0.37f);
   Tensor ig = gpu(a);
   add_inplace(ig, bg);
   scale_inplace(ig, 0.37f);
@@ -398,7 +397,7 @@ TEST_CASE("count_nonfinite on the GPU counts NaN and Inf like the CPU", "[gpu_op
   v[999999] = -inf;
   v[v.size() - 1] = inf;
   v[17] = std::numeric_limits<float>::max();  // finite
-  CHECK(cpu::elementwise.count_nonfinite(x) == 10);
+  CHECK(count_nonfinite_cpu(x) == 10);
   CHECK(count_nonfinite(gpu(x)) == 10);
 }
 
@@ -418,7 +417,7 @@ TEST_CASE("sgd_update on the GPU matches the CPU (rel 1e-6)", "[gpu_ops][sgd]") 
         Tensor g = randn({n}, 30 + static_cast<uint32_t>(step));
         Tensor gg = gpu(g);
         const float lr = 0.1f / (step + 1), momentum = 0.9f;
-        cpu::sgd.update(p.data<float>() + lo, g.data<float>() + lo, buf.data<float>() + lo, hi - lo, lr, momentum, wd,
+        sgd_update_cpu(p.data<float>() + lo, g.data<float>() + lo, buf.data<float>() + lo, hi - lo, lr, momentum, wd,
                         nesterov);
         sgd_update(Device::cuda, pg.data<float>() + lo, gg.data<float>() + lo, bufg.data<float>() + lo, hi - lo, lr,
                    momentum, wd, nesterov);  // the dispatcher, as the optimizer calls it
@@ -451,8 +450,8 @@ TEST_CASE("softmax cross-entropy on the GPU matches the CPU (rel 1e-6)", "[gpu_o
       z.span<float>()[1 * k + (lab.span<int32_t>()[1] + 1) % k] = 50.f;
       Tensor p_ref = Tensor::empty({n, k}), d_ref = Tensor::empty({n, k});
       int64_t right_ref = -1, right = -2;
-      const double loss_ref = cpu::softmax_xent.forward(z, lab, eps, p_ref, &right_ref);
-      cpu::softmax_xent.backward(p_ref, lab, eps, 0.5f, d_ref);
+      const double loss_ref = softmax_xent_forward_cpu(z, lab, eps, p_ref, &right_ref);
+      softmax_xent_backward_cpu(p_ref, lab, eps, 0.5f, d_ref);
       Tensor zg = gpu(z), lg = gpu(lab);
       Tensor pg = poisoned({n, k}), dg = poisoned({n, k});
       const double loss = softmax_xent_forward(zg, lg, eps, pg, &right);

@@ -43,8 +43,8 @@ CpuBn cpu_train_step(OpCachePtr& cache, const BatchNormShape& sh, const std::vec
   const std::vector<int64_t> xs{sh.n, sh.c, sh.h, sh.w}, cs{sh.c};
   CpuBn r = empty_step(sh, std::vector<double>(sh.c, 0.0), std::vector<double>(sh.c, 1.0));
   auto xt = to_tensor(x, xs), gt = to_tensor(gamma, cs), bt = to_tensor(beta, cs), dyt = to_tensor(dy, xs);
-  cpu::batchnorm2d.forward_train(cache, sh, xt, gt, bt, r.y, r.rm, r.rv, r.mean, r.invstd);
-  cpu::batchnorm2d.backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
+  batchnorm2d_forward_train_cpu(cache, sh, xt, gt, bt, r.y, r.rm, r.rv, r.mean, r.invstd);
+  batchnorm2d_backward_cpu(cache, sh, xt, dyt, gt, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
   return r;
 }
 
@@ -62,10 +62,10 @@ CpuBnTwoUpdates cpu_two_updates(OpCachePtr& cache, const BatchNormShape& sh, con
   auto tx1 = to_tensor(x1, xs), tx2 = to_tensor(x2, xs), tg = to_tensor(gamma, cs), tb = to_tensor(beta, cs);
   auto tdy = to_tensor(dy, xs);
   CpuBnTwoUpdates r{empty_step(sh, rm0, rv0), Tensor::empty(xs)};
-  cpu::batchnorm2d.forward_train(cache, sh, tx1, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
-  cpu::batchnorm2d.forward_train(cache, sh, tx2, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
-  cpu::batchnorm2d.backward(cache, sh, tx2, tdy, tg, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
-  cpu::batchnorm2d.forward_infer(cache, sh, tx1, tg, tb, r.rm, r.rv, r.y_infer);
+  batchnorm2d_forward_train_cpu(cache, sh, tx1, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
+  batchnorm2d_forward_train_cpu(cache, sh, tx2, tg, tb, r.y, r.rm, r.rv, r.mean, r.invstd);
+  batchnorm2d_backward_cpu(cache, sh, tx2, tdy, tg, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta, false);
+  batchnorm2d_forward_infer_cpu(cache, sh, tx1, tg, tb, r.rm, r.rv, r.y_infer);
   return r;
 }
 
@@ -179,7 +179,7 @@ TEST_CASE("batchnorm2d backward with accumulate adds exactly and still overwrite
   const auto prev_g = random_vec(nc, 5), prev_b = random_vec(nc, 6);
   auto dg = to_tensor(prev_g, cs), db = to_tensor(prev_b, cs);
   auto dx = to_tensor(random_vec(nx, 7), xs);  // garbage that must be overwritten
-  cpu::batchnorm2d.backward(cache, sh, xt, dyt, gt, r.mean, r.invstd, dx, dg, db, true);
+  batchnorm2d_backward_cpu(cache, sh, xt, dyt, gt, r.mean, r.invstd, dx, dg, db, true);
   const auto g1 = r.dgamma.span<float>(), b1 = r.dbeta.span<float>();
   for (size_t c = 0; c < nc; ++c) {
     CHECK(dg.span<float>()[c] == static_cast<float>(prev_g[c]) + g1[c]);

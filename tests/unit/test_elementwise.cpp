@@ -42,8 +42,8 @@ TEST_CASE("relu backward matches finite differences", "[elementwise][gradcheck]"
       x);
   auto tx = to_tensor(x, {3, 4, 5}), ty = Tensor::empty({3, 4, 5}), tdy = to_tensor(g, {3, 4, 5});
   auto tdx = Tensor::empty({3, 4, 5});
-  cpu::elementwise.relu_forward(tx, ty);
-  cpu::elementwise.relu_backward(ty, tdy, tdx);
+  relu_forward_cpu(tx, ty);
+  relu_backward_cpu(ty, tdy, tdx);
   auto d = to_fvec(tdx);
   CHECK(max_rel_err(std::vector<double>(d.begin(), d.end()), num) < 1e-6);
   // Forward is exact.
@@ -55,12 +55,12 @@ TEST_CASE("relu in place and on a large tensor", "[elementwise]") {
   const size_t n = (1 << 16) + 3;  // above the parallel threshold, not a multiple of the vector width
   auto t = to_tensor(random_vec(n, 3), {static_cast<int64_t>(n)});
   const auto before = to_fvec(t);
-  cpu::elementwise.relu_forward(t, t);  // y aliases x
+  relu_forward_cpu(t, t);  // y aliases x
   auto after = to_fvec(t);
   for (size_t i = 0; i < n; ++i) REQUIRE(after[i] == (before[i] > 0 ? before[i] : 0.f));
   auto dy = to_tensor(random_vec(n, 4), {static_cast<int64_t>(n)});
   const auto dyv = to_fvec(dy);
-  cpu::elementwise.relu_backward(t, dy, dy);  // dx aliases dy
+  relu_backward_cpu(t, dy, dy);  // dx aliases dy
   auto dx = to_fvec(dy);
   for (size_t i = 0; i < n; ++i) REQUIRE(dx[i] == (after[i] > 0 ? dyv[i] : 0.f));
 }
@@ -71,21 +71,21 @@ TEST_CASE("residual add, add_inplace and scale_inplace are exact", "[elementwise
     const int64_t sn = static_cast<int64_t>(n);
     auto a = to_tensor(random_vec(n, 5), {sn}), b = to_tensor(random_vec(n, 6), {sn}), y = Tensor::empty({sn});
     const auto av = to_fvec(a), bv = to_fvec(b);
-    cpu::elementwise.add_forward(a, b, y);
+    add_forward_cpu(a, b, y);
     auto yv = to_fvec(y);
     for (size_t i = 0; i < n; ++i) REQUIRE(yv[i] == av[i] + bv[i]);
-    cpu::elementwise.add_forward(a, b, a);  // y aliases a
+    add_forward_cpu(a, b, a);  // y aliases a
     CHECK(to_fvec(a) == yv);
-    cpu::elementwise.add_inplace(y, b);
+    add_inplace_cpu(y, b);
     auto y2 = to_fvec(y);
     for (size_t i = 0; i < n; ++i) REQUIRE(y2[i] == yv[i] + bv[i]);
-    cpu::elementwise.scale_inplace(y, -0.375f);
+    scale_inplace_cpu(y, -0.375f);
     auto y3 = to_fvec(y);
     for (size_t i = 0; i < n; ++i) REQUIRE(y3[i] == y2[i] * -0.375f);
   }
   // add_inplace works across shapes with the same element count (flat gradient buffers).
   auto flat = Tensor::zeros({6}), grid = to_tensor({1, 2, 3, 4, 5, 6}, {2, 3});
-  cpu::elementwise.add_inplace(flat, grid);
+  add_inplace_cpu(flat, grid);
   CHECK(to_fvec(flat) == std::vector<float>{1, 2, 3, 4, 5, 6});
   auto wrong = Tensor::zeros({5});
   CHECK_THROWS_AS(add_inplace(wrong, grid), RuntimeError);
@@ -97,7 +97,7 @@ TEST_CASE("residual add backward passes dy to both inputs (finite differences)",
   const auto a = random_vec(20, 7), b = random_vec(20, 8), g = random_vec(20, 9);
   auto f = [&](const std::vector<double>& av, const std::vector<double>& bv) {
     auto ta = to_tensor(av, {20}), tb = to_tensor(bv, {20}), ty = Tensor::empty({20});
-    cpu::elementwise.add_forward(ta, tb, ty);
+    add_forward_cpu(ta, tb, ty);
     double s = 0;
     for (size_t i = 0; i < 20; ++i) s += g[i] * ty.span<float>()[i];
     return s;
@@ -123,14 +123,14 @@ TEST_CASE("count_nonfinite finds NaN and Inf only", "[elementwise]") {
     CAPTURE(n);
     auto t = Tensor::zeros({n});
     auto s = t.span<float>();
-    CHECK(cpu::elementwise.count_nonfinite(t) == 0);
+    CHECK(count_nonfinite_cpu(t) == 0);
     s[0] = nan;
     s[n - 1] = inf;
     s[n / 2] = -inf;
     s[1] = std::numeric_limits<float>::max();
     s[2] = -std::numeric_limits<float>::signaling_NaN();
-    CHECK(cpu::elementwise.count_nonfinite(t) == 4);
+    CHECK(count_nonfinite_cpu(t) == 4);
     s[n / 2] = 1e30f;
-    CHECK(cpu::elementwise.count_nonfinite(t) == 3);
+    CHECK(count_nonfinite_cpu(t) == 3);
   }
 }

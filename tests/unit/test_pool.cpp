@@ -67,8 +67,8 @@ TEST_CASE("maxpool2d backward matches finite differences", "[pool][gradcheck]") 
     OpCachePtr cache;
     auto tx = to_tensor(x, x_shape(sh)), ty = Tensor::empty(y_shape(sh)), tdy = to_tensor(g, y_shape(sh));
     auto tdx = Tensor::empty(x_shape(sh));
-    cpu::pool.maxpool2d_forward(cache, sh, tx, ty);
-    cpu::pool.maxpool2d_backward(cache, sh, tx, ty, tdy, tdx);
+    maxpool2d_forward_cpu(cache, sh, tx, ty);
+    maxpool2d_backward_cpu(cache, sh, tx, ty, tdy, tdx);
     CHECK(max_rel_err(to_vec(tdx), num) < 1e-6);  // g rounded to float, sums of up to 4 terms
   }
 }
@@ -90,15 +90,15 @@ TEST_CASE("maxpool2d oneDNN matches the reference", "[pool]") {
 
     auto tx = to_tensor(x, x_shape(sh)), ty = Tensor::empty(y_shape(sh)), tdy = to_tensor(dy, y_shape(sh));
     auto tdx = to_tensor(random_vec(x_numel(sh), 1), x_shape(sh));  // garbage to be overwritten
-    cpu::pool.maxpool2d_forward(cache, sh, tx, ty);
-    cpu::pool.maxpool2d_backward(cache, sh, tx, ty, tdy, tdx);
+    maxpool2d_forward_cpu(cache, sh, tx, ty);
+    maxpool2d_backward_cpu(cache, sh, tx, ty, tdy, tdx);
     CHECK(to_vec(ty) == y);  // a max is exact
     CHECK(max_rel_err(to_vec(tdx), dxr) < 1e-6);
 
     // Backward through a fresh cache (no forward, so no workspace) recomputes the arg-max.
     OpCachePtr fresh;
     auto tdx2 = Tensor::empty(x_shape(sh));
-    cpu::pool.maxpool2d_backward(fresh, sh, tx, ty, tdy, tdx2);
+    maxpool2d_backward_cpu(fresh, sh, tx, ty, tdy, tdx2);
     CHECK(to_vec(tdx2) == to_vec(tdx));
   }
 }
@@ -113,11 +113,11 @@ TEST_CASE("maxpool2d pads with -inf and takes PyTorch's output size", "[pool]") 
   for (int i = 0; i < 9; ++i) x[i] = -(i + 1);
   OpCachePtr cache;
   auto tx = to_tensor(x, {1, 1, 3, 3}), ty = Tensor::empty({1, 1, 2, 2});
-  cpu::pool.maxpool2d_forward(cache, sh, tx, ty);
+  maxpool2d_forward_cpu(cache, sh, tx, ty);
   CHECK(to_vec(ty) == std::vector<double>{-1, -2, -4, -5});
   // Backward: each dy lands on its window's maximum; x[0] is the max of one window only.
   auto tdy = to_tensor({1, 2, 3, 4}, {1, 1, 2, 2}), tdx = Tensor::empty({1, 1, 3, 3});
-  cpu::pool.maxpool2d_backward(cache, sh, tx, ty, tdy, tdx);
+  maxpool2d_backward_cpu(cache, sh, tx, ty, tdy, tdx);
   CHECK(to_vec(tdx) == std::vector<double>{1, 2, 0, 3, 4, 0, 0, 0, 0});
   // 5x7 with kernel 2 stride 2: 2x3 output, the last row and column are never read.
   const auto sh2 = pool(1, 1, 5, 7, 2, 2, 0);
@@ -146,8 +146,8 @@ TEST_CASE("global average pool matches finite differences and the reference", "[
     OpCachePtr cache;
     auto tx = to_tensor(x, {n, c, h, w}), ty = Tensor::empty({n, c}), tdy = to_tensor(g, {n, c});
     auto tdx = Tensor::empty({n, c, h, w});
-    cpu::pool.global_avgpool_forward(cache, tx, ty);
-    cpu::pool.global_avgpool_backward(cache, tdy, tdx);
+    global_avgpool_forward_cpu(cache, tx, ty);
+    global_avgpool_backward_cpu(cache, tdy, tdx);
     ref::global_avgpool_forward(to_vec(tx).data(), n, c, h, w, yr.data());
     CHECK(max_rel_err(to_vec(ty), yr) < 1e-6);
     CHECK(max_rel_err(to_vec(tdx), num) < 1e-6);
@@ -171,14 +171,14 @@ TEST_CASE("maxpool2d propagates NaN as PyTorch", "[pool][nan]") {
   xv[13] = nan;
   OpCachePtr cache;
   Tensor ty = Tensor::empty({1, 1, 2, 2});
-  cpu::pool.maxpool2d_forward(cache, sh, tx, ty);
+  maxpool2d_forward_cpu(cache, sh, tx, ty);
   auto yv = ty.span<float>();
   CHECK(std::isnan(yv[0]));
   CHECK(yv[1] == 8.f);
   CHECK(std::isnan(yv[2]));
   CHECK(yv[3] == 16.f);
   Tensor tdy = to_tensor({1, 2, 3, 4}, {1, 1, 2, 2}), tdx = Tensor::empty({1, 1, 4, 4});
-  cpu::pool.maxpool2d_backward(cache, sh, tx, ty, tdy, tdx);
+  maxpool2d_backward_cpu(cache, sh, tx, ty, tdy, tdx);
   CHECK(to_vec(tdx) == std::vector<double>{0, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4});
   // The dispatcher, a fresh cache (backward recomputes the arg-max), and the reference agree.
   OpCachePtr fresh;
@@ -205,8 +205,8 @@ TEST_CASE("maxpool2d propagates NaN as PyTorch", "[pool][nan]") {
   Tensor t3 = to_tensor(x3, x_shape(sh3)), y3 = Tensor::empty(y_shape(sh3)), dy3t = to_tensor(dy3, y_shape(sh3));
   Tensor dx3 = Tensor::empty(x_shape(sh3));
   OpCachePtr c3;
-  cpu::pool.maxpool2d_forward(c3, sh3, t3, y3);
-  cpu::pool.maxpool2d_backward(c3, sh3, t3, y3, dy3t, dx3);
+  maxpool2d_forward_cpu(c3, sh3, t3, y3);
+  maxpool2d_backward_cpu(c3, sh3, t3, y3, dy3t, dx3);
   const auto dy3v = to_vec(dy3t);
   const std::vector<float> dy3f(dy3v.begin(), dy3v.end());
   ref::maxpool2d_forward(x3f.data(), sh3, y3r.data());

@@ -45,8 +45,8 @@ TEST_CASE("softmax xent backward matches finite differences", "[softmax_xent][gr
 
       auto tz = to_tensor(z, {n, k}), tp = Tensor::empty({n, k}), td = Tensor::empty({n, k});
       auto tl = labels_tensor(labels);
-      cpu::softmax_xent.forward(tz, tl, static_cast<float>(eps), tp, nullptr);
-      cpu::softmax_xent.backward(tp, tl, static_cast<float>(eps), static_cast<float>(scale), td);
+      softmax_xent_forward_cpu(tz, tl, static_cast<float>(eps), tp, nullptr);
+      softmax_xent_backward_cpu(tp, tl, static_cast<float>(eps), static_cast<float>(scale), td);
       CHECK(max_rel_err(to_vec(td), num) < 1e-6);
     }
   }
@@ -66,12 +66,12 @@ TEST_CASE("softmax xent CPU matches the reference", "[softmax_xent]") {
       ref::softmax_xent_backward(p.data(), labels.data(), rows, k, double(eps), 0.5, d.data());
       auto tz = to_tensor(z, {rows, k}), tp = Tensor::empty({rows, k}), tl = labels_tensor(labels);
       int64_t right = -1;
-      const double loss = cpu::softmax_xent.forward(tz, tl, eps, tp, &right);
+      const double loss = softmax_xent_forward_cpu(tz, tl, eps, tp, &right);
       CHECK(std::abs(loss - loss_ref) < 1e-6 * std::abs(loss_ref));
       CHECK(right == right_ref);
       CHECK(right > 0);
       CHECK(max_rel_err(to_vec(tp), p) < 1e-6);
-      cpu::softmax_xent.backward(tp, tl, eps, 0.5f, tp);  // dlogits aliases probs
+      softmax_xent_backward_cpu(tp, tl, eps, 0.5f, tp);  // dlogits aliases probs
       CHECK(max_rel_err(to_vec(tp), d) < 1e-8);           // |d| ~ 1/N: absolute 1e-8
     }
   }
@@ -82,13 +82,13 @@ TEST_CASE("softmax xent is stable on huge logits and counts top-1", "[softmax_xe
   auto tz = to_tensor({1000, 0, -1000, -1000, 1000, 0}, {2, 3}), tp = Tensor::empty({2, 3});
   auto tl = labels_tensor({0, 0});
   int64_t right = -1;
-  const double loss = cpu::softmax_xent.forward(tz, tl, 0.f, tp, &right);
+  const double loss = softmax_xent_forward_cpu(tz, tl, 0.f, tp, &right);
   CHECK(std::isfinite(loss));
   CHECK(loss == Approx((0.0 + 2000.0) / 2).epsilon(1e-6));
   CHECK(right == 1);
   for (double v : to_vec(tp)) CHECK(std::isfinite(v));
   // Label smoothing eps over K=3: row 0 adds eps*(lse - mean z) = eps*(1000 - 0) to the loss.
-  const double ls = cpu::softmax_xent.forward(tz, tl, 0.3f, tp, nullptr);
+  const double ls = softmax_xent_forward_cpu(tz, tl, 0.3f, tp, nullptr);
   const double expect_row0 = 0.3f * 1000.0, expect_row1 = 2000.0 - 0.3f * (2000.0 - 1000.0);
   CHECK(ls == Approx((expect_row0 + expect_row1) / 2).epsilon(1e-6));
   // A label outside [0, K) is an error, not an out-of-bounds read.
@@ -114,11 +114,11 @@ TEST_CASE("softmax xent matches PyTorch F.cross_entropy", "[softmax_xent][torch]
   auto tz = to_tensor(z, {3, 5}), tp = Tensor::empty({3, 5}), td = Tensor::empty({3, 5});
   auto tl = labels_tensor({2, 0, 4});
   int64_t right = -1;
-  CHECK(cpu::softmax_xent.forward(tz, tl, 0.f, tp, &right) == Approx(loss0).epsilon(1e-6));
+  CHECK(softmax_xent_forward_cpu(tz, tl, 0.f, tp, &right) == Approx(loss0).epsilon(1e-6));
   CHECK(right == 0);  // torch argmax rows: [1, 2, 2]
-  cpu::softmax_xent.backward(tp, tl, 0.f, 1.f, td);
+  softmax_xent_backward_cpu(tp, tl, 0.f, 1.f, td);
   CHECK(max_rel_err(to_vec(td), grad0) < 1e-6);
-  CHECK(cpu::softmax_xent.forward(tz, tl, 0.1f, tp, nullptr) == Approx(loss1).epsilon(1e-6));
-  cpu::softmax_xent.backward(tp, tl, 0.1f, 1.f, td);
+  CHECK(softmax_xent_forward_cpu(tz, tl, 0.1f, tp, nullptr) == Approx(loss1).epsilon(1e-6));
+  softmax_xent_backward_cpu(tp, tl, 0.1f, 1.f, td);
   CHECK(max_rel_err(to_vec(td), grad1) < 1e-6);
 }
