@@ -3,7 +3,7 @@
 // input-gradient buffers (reused step after step). forward(x) keeps a handle on x for backward;
 // backward(dy) returns dx and reports each parameter's gradient as final through the store.
 // Activations are NCHW float32, or with PassOptions::compute = bf16 (fp16) low-precision NHWC tensors
-// (the formats of src/ops/op_halves.hpp): a layer taking a float32 input in a low-precision pass
+// (the formats of src/ops/op.hpp): a layer taking a float32 input in a low-precision pass
 // converts it itself (the first convolution, the linear layers), linear layers output float32 (the
 // logits stay float32 for the loss), and every layer's dx has the dtype of the x it was given.
 #include <memory>

@@ -39,9 +39,12 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
   channel(a, sh, running_var, "running_var");
   channel(a, sh, save_mean, "save_mean");
   channel(a, sh, save_invstd, "save_invstd");
-  if (a.device() == Device::cpu) return batchnorm2d_forward_train_cpu(cache, sh, x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd);
+  if (a.device() == Device::cpu)
+    return batchnorm2d_forward_train_cpu(cache, sh, x, gamma, beta, y, running_mean, running_var, save_mean,
+                                         save_invstd);
 #if defined(HT_HAVE_CUDA)
-  return batchnorm2d_forward_train_gpu(cache, sh, x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd);
+  return batchnorm2d_forward_train_gpu(cache, sh, x, gamma, beta, y, running_mean, running_var, save_mean,
+                                       save_invstd);
 #else
   no_cuda("batchnorm2d_forward_train");
 #endif
@@ -55,7 +58,8 @@ void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, cons
   channel(a, sh, beta, "beta");
   channel(a, sh, running_mean, "running_mean");
   channel(a, sh, running_var, "running_var");
-  if (a.device() == Device::cpu) return batchnorm2d_forward_infer_cpu(cache, sh, x, gamma, beta, running_mean, running_var, y);
+  if (a.device() == Device::cpu)
+    return batchnorm2d_forward_infer_cpu(cache, sh, x, gamma, beta, running_mean, running_var, y);
 #if defined(HT_HAVE_CUDA)
   return batchnorm2d_forward_infer_gpu(cache, sh, x, gamma, beta, running_mean, running_var, y);
 #else
@@ -74,7 +78,8 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
   channel(a, sh, save_invstd, "save_invstd");
   channel(a, sh, dgamma, "dgamma");
   channel(a, sh, dbeta, "dbeta");
-  if (a.device() == Device::cpu) return batchnorm2d_backward_cpu(cache, sh, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, accumulate);
+  if (a.device() == Device::cpu)
+    return batchnorm2d_backward_cpu(cache, sh, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, accumulate);
 #if defined(HT_HAVE_CUDA)
   return batchnorm2d_backward_gpu(cache, sh, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, accumulate);
 #else

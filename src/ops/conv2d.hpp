@@ -17,6 +17,18 @@ void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, c
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 
+/// The device halves of the two functions above, called by them once the arguments are checked (the
+/// halves trust their arguments). CPU: src/ops/conv2d_cpu.cpp (oneDNN); GPU: src/ops/conv2d_gpu.cu
+/// (cuDNN), defined in CUDA builds only (HT_HAVE_CUDA).
+void conv2d_forward_cpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y);
+void conv2d_backward_cpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
+void conv2d_forward_gpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y);
+void conv2d_backward_gpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
+
 /// The largest relative difference (2-norm of the pass's result, uniform random data in [-1, 1))
 /// a fast convolution algorithm may have from oneDNN's direct convolution for a CPU pass to use it
 /// (docs/precision.md#convolution-plans). Direct convolution itself is about 2e-7 from float64.

@@ -288,8 +288,6 @@ PassAlgos checked_algos(const ConvKey& key) {
 
 }  // namespace
 
-const Conv2dHalf conv2d = du::weighted_op_half<ConvTraits<PlanKind::checked>, Conv2dShape>();
-
 }  // namespace ht::cpu
 
 namespace ht {
@@ -302,5 +300,16 @@ Conv2dCpuPlan conv2d_cpu_plan(const Conv2dShape& sh) {
 }
 
 double conv2d_cpu_check_seconds() { return cpu::g_check_seconds.load(); }
+
+// The CPU halves declared in src/ops/conv2d.hpp.
+void conv2d_forward_cpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y) {
+  dnnl_util::weighted_op_forward<cpu::ConvTraits<cpu::PlanKind::checked>>(cache, sh, x, w, b, y);
+}
+void conv2d_backward_cpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+  dnnl_util::weighted_op_backward<cpu::ConvTraits<cpu::PlanKind::checked>>(cache, sh, x, w, dy, dx, dw, db,
+                                                                            accumulate);
+}
 
 }  // namespace ht

@@ -29,7 +29,7 @@
 #include "src/ops/gpu_common.cuh"
 #include "src/ops/conv2d_gpu_kernels.cuh"
 #include "src/ops/conv2d_gpu_algo.hpp"
-#include "src/ops/op_halves.hpp"
+#include "src/ops/conv2d.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -346,6 +346,18 @@ void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, 
 
 }  // namespace
 
-const Conv2dHalf conv2d = {.forward = conv2d_forward, .backward = conv2d_backward};
-
 }  // namespace ht::cuda
+
+namespace ht {
+
+// The GPU halves declared in src/ops/conv2d.hpp.
+void conv2d_forward_gpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y) {
+  cuda::conv2d_forward(cache, sh, x, w, b, y);
+}
+void conv2d_backward_gpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+  cuda::conv2d_backward(cache, sh, x, w, dy, dx, dw, db, accumulate);
+}
+
+}  // namespace ht

@@ -36,7 +36,7 @@ tag plain_tag(int ndims);
 /// The oneDNN data type of a tensor dtype (f32, bf16, f16). Throws RuntimeError for others.
 dt dnnl_dtype(DType t);
 /// Descriptor of an activation of dtype t with dims (4-D: NCHW for float32, NHWC for bf16/fp16,
-/// the memory orders of src/ops/op_halves.hpp; other ranks plain row-major).
+/// the memory orders of src/ops/op.hpp; other ranks plain row-major).
 memory::desc act_desc(const memory::dims& dims, DType t);
 /// f32 descriptor with the given dims and tag (tag::any lets a primitive choose).
 memory::desc f32_desc(const memory::dims& dims, tag t);

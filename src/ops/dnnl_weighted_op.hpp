@@ -25,7 +25,6 @@
 #include <unordered_map>
 #include <utility>
 
-#include "src/ops/op_halves.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/op.hpp"
 
@@ -159,22 +158,22 @@ struct WeightedOpCache : OpCache {
   }
 };
 
-/// The CPU half (src/ops/op_halves.hpp) of the op that Traits describes: forward and backward run
-/// through the WeightedOpCache<Traits> kept in the op's cache slot (null b, dx, db: not computed).
-/// Traits::Shape is the cache key: the op's shape with the activation dtypes (Traits::key).
+/// The CPU halves (src/ops/conv2d.hpp, src/ops/linear.hpp: <op>_forward_cpu, <op>_backward_cpu) of
+/// the op that Traits describes: forward and backward run through the WeightedOpCache<Traits> kept in
+/// the op's cache slot (null b, dx, db: not computed). Traits::Shape is the cache key: the op's shape
+/// with the activation dtypes (Traits::key).
 template <class Traits, class OpShape>
-constexpr WeightedOpHalf<OpShape> weighted_op_half() {
-  return {.forward = [](OpCachePtr& cache, const OpShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                        Tensor& y) {
-            cache_as<WeightedOpCache<Traits>>(cache).forward(Traits::key(sh, x.dtype(), y.dtype()), x.raw(), w.raw(),
-                                                             b ? b->raw() : nullptr, y.raw());
-          },
-          .backward = [](OpCachePtr& cache, const OpShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-            cache_as<WeightedOpCache<Traits>>(cache).backward(Traits::key(sh, x.dtype(), dy.dtype()), x.raw(), w.raw(),
-                                                              dy.raw(), dx ? dx->raw() : nullptr, dw.raw(),
-                                                              db ? db->raw() : nullptr, accumulate);
-          }};
+void weighted_op_forward(OpCachePtr& cache, const OpShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                         Tensor& y) {
+  cache_as<WeightedOpCache<Traits>>(cache).forward(Traits::key(sh, x.dtype(), y.dtype()), x.raw(), w.raw(),
+                                                   b ? b->raw() : nullptr, y.raw());
+}
+template <class Traits, class OpShape>
+void weighted_op_backward(OpCachePtr& cache, const OpShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                          Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+  cache_as<WeightedOpCache<Traits>>(cache).backward(Traits::key(sh, x.dtype(), dy.dtype()), x.raw(), w.raw(),
+                                                    dy.raw(), dx ? dx->raw() : nullptr, dw.raw(),
+                                                    db ? db->raw() : nullptr, accumulate);
 }
 
 }  // namespace ht::dnnl_util

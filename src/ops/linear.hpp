@@ -13,4 +13,16 @@ void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, c
 void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 
+/// The device halves of the two functions above, called by them once the arguments are checked (the
+/// halves trust their arguments). CPU: src/ops/linear_cpu.cpp (oneDNN); GPU: src/ops/linear_gpu.cu
+/// (cuBLAS), defined in CUDA builds only (HT_HAVE_CUDA).
+void linear_forward_cpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y);
+void linear_backward_cpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
+void linear_forward_gpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y);
+void linear_backward_gpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
+
 }  // namespace ht

@@ -81,6 +81,18 @@ struct LinearTraits : du::WeightedTraits<LinearKey, dnnl::inner_product_forward,
 
 }  // namespace
 
-const LinearHalf linear = du::weighted_op_half<LinearTraits, LinearShape>();
-
 }  // namespace ht::cpu
+
+namespace ht {
+
+// The CPU halves declared in src/ops/linear.hpp.
+void linear_forward_cpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y) {
+  dnnl_util::weighted_op_forward<cpu::LinearTraits>(cache, sh, x, w, b, y);
+}
+void linear_backward_cpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+  dnnl_util::weighted_op_backward<cpu::LinearTraits>(cache, sh, x, w, dy, dx, dw, db, accumulate);
+}
+
+}  // namespace ht

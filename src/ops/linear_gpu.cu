@@ -13,7 +13,7 @@
 #include "src/ops/convert_gpu.hpp"
 #include "src/ops/linear_gpu_gemm.hpp"
 #include "src/ops/lowp_gpu.cuh"
-#include "src/ops/op_halves.hpp"
+#include "src/ops/linear.hpp"
 
 namespace ht::cuda {
 namespace {
@@ -127,6 +127,18 @@ void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, 
 
 }  // namespace
 
-const LinearHalf linear = {.forward = linear_forward, .backward = linear_backward};
-
 }  // namespace ht::cuda
+
+namespace ht {
+
+// The GPU halves declared in src/ops/linear.hpp.
+void linear_forward_gpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y) {
+  cuda::linear_forward(cache, sh, x, w, b, y);
+}
+void linear_backward_gpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+  cuda::linear_backward(cache, sh, x, w, dy, dx, dw, db, accumulate);
+}
+
+}  // namespace ht

@@ -1,20 +1,33 @@
 #pragma once
-// The op interface. Every op is a pair of free functions <op>_forward / <op>_backward declared once
-// in src/ops/<op>.hpp and defined in src/ops/<op>.cpp, which validates the arguments once for both
-// devices (OpArgs below) and dispatches on the input's device (HT_DISPATCH below) to the CPU half
-// ht::cpu::<family> (src/ops/<op>_cpu.cpp, oneDNN or own code) or the GPU half ht::cuda::<family>
-// (cuda/<op>.cu): tables of the same type, declared once in src/ops/op_halves.hpp. The halves trust
-// their arguments and check only what their library adds. A device without an implementation is an
-// error, never a silent fallback.
+// The op interface. Every op is a set of free functions (<op>_forward / <op>_backward, ...) declared
+// once in src/ops/<op>.hpp and defined in src/ops/<op>.cpp, which validates the arguments once for
+// both devices (OpArgs below) and calls the half of the input's device: <op>_forward_cpu
+// (src/ops/<op>_cpu.cpp, oneDNN or own code) or <op>_forward_gpu (src/ops/<op>_gpu.cu, cuDNN, cuBLAS
+// or own kernels), plain functions declared next to the public one in src/ops/<op>.hpp. The GPU
+// halves are defined in CUDA builds only (HT_HAVE_CUDA), so a dispatcher names one only under
+// #if defined(HT_HAVE_CUDA) and otherwise throws no_cuda (below). The halves trust their arguments
+// and check only what their library adds. A device without an implementation is an error, never a
+// silent fallback. The shapes are in src/ops/op_shapes.hpp.
 //
 // Each call takes an OpCache slot (src/ops/op_cache.hpp) owned by the calling layer.
+//
+// Precision (issue 13; the table of what runs in which precision is docs/precision.md): the
+// activations carry the compute dtype. A 4-D activation [N,C,H,W] of dtype float32 is NCHW in
+// memory; of dtype bfloat16 or float16 it is NHWC (channels-last): the shape stays the logical
+// [N,C,H,W]. 2-D activations [N,F] are row-major in every dtype. A half learns the precision of a
+// call from its input x. Parameters (w, b, gamma, beta), their gradients (dw, db, dgamma, dbeta) and
+// the batch-norm statistics are float32 always (the master copies); a half that computes in low
+// precision makes its low-precision copy of w itself (kept in the op cache, in its library's
+// preferred layout) and accumulates in float32. Per family: conv2d x, y, dy, dx of one dtype;
+// linear x and dx of one dtype, y and dy float32 or x's dtype; batch norm, max pool, relu, add: one
+// dtype for all activations; global average pool: y [N,C] of x's dtype; softmax_xent, sgd,
+// scale_inplace, add_inplace, count_nonfinite: float32.
 #include <string>
 #include <vector>
 
 #include "base/error.hpp"
 #include "src/ops/op_cache.hpp"
 #include "src/ops/op_check.hpp"
-#include "src/ops/op_halves.hpp"
 #include "src/ops/op_shapes.hpp"
 #include "base/tensor.hpp"
 
@@ -32,7 +45,7 @@ class OpArgs {
   /// t is float32 on the call's device (any shape).
   const OpArgs& f32(const Tensor& t, const char* name) const;
   /// t is an activation: float32, bfloat16 or float16 on the call's device with exactly `shape`
-  /// (4-D: NCHW memory order in float32, NHWC in bf16/fp16; see src/ops/op_halves.hpp).
+  /// (4-D: NCHW memory order in float32, NHWC in bf16/fp16; see the header comment).
   const OpArgs& act(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const;
   /// t is an activation (as above) of any shape.
   const OpArgs& act(const Tensor& t, const char* name) const;
@@ -61,26 +74,8 @@ class OpArgs {
 
 namespace ht {
 /// Throws "<op>: this hpctrain was built without CUDA": the GPU branch of a dispatcher in a build
-/// without CUDA.
+/// without CUDA (`#if defined(HT_HAVE_CUDA) ... #else no_cuda("conv2d_forward"); #endif`).
 [[noreturn]] inline void no_cuda(const char* op) {
   throw RuntimeError(std::string(op) + ": this hpctrain was built without CUDA");
 }
-/// As no_cuda, typed R so that the GPU branch has the type of the CPU one (HT_DISPATCH only).
-template <class R>
-[[noreturn]] R no_cuda_half(const char* op) {
-  no_cuda(op);
-}
 }  // namespace ht
-
-/// HT_DISPATCH(dev, "conv2d_forward", conv2d.forward, args...) is the call of the half for `dev`:
-/// ht::cpu::conv2d.forward(args...) or ht::cuda::conv2d.forward(args...) (tables declared in
-/// src/ops/op_halves.hpp), an expression of the half's result type; in a build without CUDA the GPU
-/// branch throws "conv2d_forward: this hpctrain was built without CUDA".
-#if defined(HT_HAVE_CUDA)
-#define HT_DISPATCH(dev, op_name, half, ...) \
-  ((dev) == ::ht::Device::cpu ? ::ht::cpu::half(__VA_ARGS__) : ::ht::cuda::half(__VA_ARGS__))
-#else
-#define HT_DISPATCH(dev, op_name, half, ...)                   \
-  ((dev) == ::ht::Device::cpu ? ::ht::cpu::half(__VA_ARGS__) \
-                              : ::ht::no_cuda_half<decltype(::ht::cpu::half(__VA_ARGS__))>(op_name))
-#endif

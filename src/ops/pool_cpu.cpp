@@ -3,7 +3,7 @@
 // NCHW and wrapped without copies. NaN propagates as in PyTorch (planes holding a NaN are redone by
 // own code: fix_nan_forward/backward below; float32 only: in bf16/fp16 a NaN window gives oneDNN's
 // result). Global average pool: own loops (one reduction per plane; NHWC rows in bf16/fp16, summed in
-// float32). Low-precision tensors are NHWC (src/ops/op_halves.hpp), given to oneDNN as they are.
+// float32). Low-precision tensors are NHWC (src/ops/op.hpp), given to oneDNN as they are.
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -10,10 +10,11 @@
 //     static constexpr bool kSameDtypeY;                   // y/dy must have x's dtype (conv2d)
 //   };
 // Activations x, y, dy, dx are float32, bfloat16 or float16 (dx of x's dtype); w, b, dw, db are
-// float32 (the master parameters and gradients; see src/ops/op_halves.hpp).
+// float32 (the master parameters and gradients; see src/ops/op.hpp).
 //
-// x(), w(), y() and b() are called only after valid() has held. HT_DEFINE_WEIGHTED_OP (below) writes
-// the op's two public functions from them.
+// x(), w(), y() and b() are called only after valid() has held. The op's two public functions
+// (src/ops/conv2d.cpp, src/ops/linear.cpp) call weighted_forward_args / weighted_backward_args, then
+// the half of the returned device.
 #include <string>
 
 #include "src/ops/op.hpp"
@@ -54,18 +55,3 @@ OpArgs weighted_backward_args(const char* op, const typename Dims::Shape& sh, co
 }
 
 }  // namespace ht
-
-/// Defines ht::<op>_forward and ht::<op>_backward (declared in src/ops/<op>.hpp, Shape their shape
-/// type) for the weighted op with the checks of Dims and the tables cpu::<op> / cuda::<op>: validate
-/// as above, then run the half of x's device (HT_DISPATCH). Use inside namespace ht.
-#define HT_DEFINE_WEIGHTED_OP(op, Shape, Dims)                                                                 \
-  void op##_forward(OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor* b,     \
-                    Tensor& y) {                                                                               \
-    const OpArgs a = weighted_forward_args<Dims>(#op "_forward", sh, x, w, b, y);                              \
-    HT_DISPATCH(a.device(), #op "_forward", op.forward, cache, sh, x, w, b, y);                                \
-  }                                                                                                            \
-  void op##_backward(OpCachePtr& cache, const Shape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,   \
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {                                    \
-    const OpArgs a = weighted_backward_args<Dims>(#op "_backward", sh, x, w, dy, dx, dw, db);                  \
-    HT_DISPATCH(a.device(), #op "_backward", op.backward, cache, sh, x, w, dy, dx, dw, db, accumulate);        \
-  }

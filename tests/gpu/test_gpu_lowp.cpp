@@ -50,19 +50,19 @@ void conv_lowp_case(DType t, const Conv2dShape& sh, bool bias, bool accumulate, 
   Tensor dw0 = randn(w.shape(), seed + 4), db0 = randn({sh.k}, seed + 5);
   OpCachePtr cc, gc;
   Tensor y_ref = Tensor::empty({sh.n, sh.k, sh.p(), sh.q()});
-  cpu::conv2d.forward(cc, sh, x, w, bias ? &b : nullptr, y_ref);
+  conv2d_forward_cpu(cc, sh, x, w, bias ? &b : nullptr, y_ref);
   Tensor xg = gpu_as(x, t), dyg = gpu_as(dy, t), wg = gpu(w), bg = gpu(b);
   Tensor yg = poisoned_as(y_ref.shape(), t);
-  cuda::conv2d.forward(gc, sh, xg, wg, bias ? &bg : nullptr, yg);
+  conv2d_forward_gpu(gc, sh, xg, wg, bias ? &bg : nullptr, yg);
   INFO("cuDNN choice: " << cuda::conv2d_algo_text(sh, t));
   CHECK(rel_err_any(yg, y_ref) < lowp_tol(t, bias ? 2 : 1));
 
   Tensor dx_ref = Tensor::empty(x.shape()), dw_ref = Tensor::empty(w.shape()), db_ref = Tensor::empty({sh.k});
   dw_ref.copy_from(dw0);
   db_ref.copy_from(db0);
-  cpu::conv2d.backward(cc, sh, x, w, dy, &dx_ref, dw_ref, bias ? &db_ref : nullptr, accumulate);
+  conv2d_backward_cpu(cc, sh, x, w, dy, &dx_ref, dw_ref, bias ? &db_ref : nullptr, accumulate);
   Tensor dxg = poisoned_as(x.shape(), t), dwg = gpu(dw0), dbg = gpu(db0);
-  cuda::conv2d.backward(gc, sh, xg, wg, dyg, &dxg, dwg, bias ? &dbg : nullptr, accumulate);
+  conv2d_backward_gpu(gc, sh, xg, wg, dyg, &dxg, dwg, bias ? &dbg : nullptr, accumulate);
   CHECK(rel_err_any(dxg, dx_ref) < lowp_tol(t, 1));
   CHECK(dwg.dtype() == DType::f32);
   CHECK(rel_err(dwg, dw_ref) < lowp_tol(t, 1));  // cuDNN's low-precision dw, widened (+ dw0 in float32)
@@ -96,8 +96,8 @@ TEST_CASE("conv2d in bf16 under train.deterministic gives bitwise-equal reruns",
     run[0] = poisoned_as({sh.n, sh.k, sh.p(), sh.q()}, DType::bf16);
     run[1] = poisoned_as(x.shape(), DType::bf16);
     run[2] = poisoned(w.shape());
-    cuda::conv2d.forward(gc, sh, xg, wg, nullptr, run[0]);
-    cuda::conv2d.backward(gc, sh, xg, wg, dyg, &run[1], run[2], nullptr, false);
+    conv2d_forward_gpu(gc, sh, xg, wg, nullptr, run[0]);
+    conv2d_backward_gpu(gc, sh, xg, wg, dyg, &run[1], run[2], nullptr, false);
   }
   cuda::set_options(saved);
   for (int i = 0; i < 3; ++i) CHECK(bit_equal(gpu(host_f32(r[0][i])), host_f32(r[1][i])));
@@ -113,20 +113,20 @@ TEST_CASE("linear with bf16/fp16 operands on the GPU matches the CPU's fp32", "[
       Tensor dw0 = randn(w.shape(), 5), db0 = randn({sh.out}, 6);
       OpCachePtr cc, gc;
       Tensor y_ref = Tensor::empty({sh.n, sh.out});
-      cpu::linear.forward(cc, sh, x, w, &b, y_ref);
+      linear_forward_cpu(cc, sh, x, w, &b, y_ref);
       const DType yt = f32_out ? DType::f32 : t;
       Tensor xg = gpu_as(x, t), wg = gpu(w), bg = gpu(b);
       Tensor yg = f32_out ? poisoned({sh.n, sh.out}) : poisoned_as({sh.n, sh.out}, t);
-      cuda::linear.forward(gc, sh, xg, wg, &bg, yg);
+      linear_forward_gpu(gc, sh, xg, wg, &bg, yg);
       CHECK(yg.dtype() == yt);
       CHECK(rel_err_any(yg, y_ref) < (f32_out ? 1e-4 : lowp_tol(t, 2)));
       Tensor dx_ref = Tensor::empty(x.shape()), dw_ref = Tensor::empty(w.shape()), db_ref = Tensor::empty({sh.out});
       dw_ref.copy_from(dw0);
       db_ref.copy_from(db0);
-      cpu::linear.backward(cc, sh, x, w, dy, &dx_ref, dw_ref, &db_ref, true);
+      linear_backward_cpu(cc, sh, x, w, dy, &dx_ref, dw_ref, &db_ref, true);
       Tensor dyg = f32_out ? gpu(dy) : gpu_as(dy, t);  // dy in y's dtype
       Tensor dxg = poisoned_as(x.shape(), t), dwg = gpu(dw0), dbg = gpu(db0);
-      cuda::linear.backward(gc, sh, xg, wg, dyg, &dxg, dwg, &dbg, true);
+      linear_backward_gpu(gc, sh, xg, wg, dyg, &dxg, dwg, &dbg, true);
       CHECK(rel_err_any(dxg, dx_ref) < lowp_tol(t, 1));
       CHECK(rel_err(dwg, dw_ref) < 1e-4);  // float32 C of exact products: summation order only
       CHECK(rel_err(dbg, db_ref) < 1e-4);

@@ -73,7 +73,7 @@ void conv_case(OpCachePtr& gc, const Conv2dShape& sh, bool bias, bool accumulate
 
   OpCachePtr cc;
   Tensor y_ref = Tensor::empty({sh.n, sh.k, sh.p(), sh.q()});
-  cpu::conv2d.forward(cc, sh, x, w, bias ? &b : nullptr, y_ref);
+  conv2d_forward_cpu(cc, sh, x, w, bias ? &b : nullptr, y_ref);
   Tensor xg = gpu(x), wg = gpu(w), bg = gpu(b), dyg = gpu(dy);
   Tensor yg = poisoned({sh.n, sh.k, sh.p(), sh.q()});
   conv2d_forward(gc, sh, xg, wg, bias ? &bg : nullptr, yg);  // the dispatcher, as the layers call it
@@ -82,7 +82,7 @@ void conv_case(OpCachePtr& gc, const Conv2dShape& sh, bool bias, bool accumulate
   Tensor dx_ref = Tensor::empty(x.shape()), dw_ref = Tensor::empty(w.shape()), db_ref = Tensor::empty({sh.k});
   dw_ref.copy_from(dw0);
   db_ref.copy_from(db0);
-  cpu::conv2d.backward(cc, sh, x, w, dy, &dx_ref, dw_ref, bias ? &db_ref : nullptr, accumulate);
+  conv2d_backward_cpu(cc, sh, x, w, dy, &dx_ref, dw_ref, bias ? &db_ref : nullptr, accumulate);
   Tensor dxg = poisoned(x.shape());
   Tensor dwg = gpu(dw0), dbg = gpu(db0);
   conv2d_backward(gc, sh, xg, wg, dyg, &dxg, dwg, bias ? &dbg : nullptr, accumulate);
@@ -163,9 +163,9 @@ TEST_CASE("conv2d without a data gradient still gives dw", "[gpu_ops][conv2d]") 
   Tensor x = randn({2, 3, 6, 6}, 1), w = randn({4, 3, 3, 3}, 2), dy = randn({2, 4, 6, 6}, 3);
   OpCachePtr cc, gc;
   Tensor dw_ref = Tensor::empty(w.shape());
-  cpu::conv2d.backward(cc, sh, x, w, dy, nullptr, dw_ref, nullptr, false);
+  conv2d_backward_cpu(cc, sh, x, w, dy, nullptr, dw_ref, nullptr, false);
   Tensor dwg = poisoned(w.shape());
-  cuda::conv2d.backward(gc, sh, gpu(x), gpu(w), gpu(dy), nullptr, dwg, nullptr, false);
+  conv2d_backward_gpu(gc, sh, gpu(x), gpu(w), gpu(dy), nullptr, dwg, nullptr, false);
   CHECK(rel_err(dwg, dw_ref) < 1e-4);
 }
 
@@ -193,8 +193,8 @@ TEST_CASE("conv2d and linear with TF32 allowed stay within 5e-3 of the CPU", "[g
   OpCachePtr cc, gc;
   Tensor y_ref = Tensor::empty({sh.n, sh.k, sh.p(), sh.q()}), dx_ref = Tensor::empty(x.shape());
   Tensor dw_ref = Tensor::empty(w.shape());
-  cpu::conv2d.forward(cc, sh, x, w, nullptr, y_ref);
-  cpu::conv2d.backward(cc, sh, x, w, dy, &dx_ref, dw_ref, nullptr, false);
+  conv2d_forward_cpu(cc, sh, x, w, nullptr, y_ref);
+  conv2d_backward_cpu(cc, sh, x, w, dy, &dx_ref, dw_ref, nullptr, false);
   Tensor xg = gpu(x), wg = gpu(w), yg = poisoned(y_ref.shape()), dxg = poisoned(x.shape()), dwg = poisoned(w.shape());
   conv2d_forward(gc, sh, xg, wg, nullptr, yg);
   conv2d_backward(gc, sh, xg, wg, gpu(dy), &dxg, dwg, nullptr, false);
@@ -209,8 +209,8 @@ TEST_CASE("conv2d and linear with TF32 allowed stay within 5e-3 of the CPU", "[g
   Tensor lyr = Tensor::empty({ls.n, ls.out}), ldx = Tensor::empty(lx.shape()), ldw = Tensor::empty(lw.shape());
   Tensor ldb = Tensor::empty({ls.out});
   OpCachePtr lcc;
-  cpu::linear.forward(lcc, ls, lx, lw, &lb, lyr);
-  cpu::linear.backward(lcc, ls, lx, lw, ly, &ldx, ldw, &ldb, false);
+  linear_forward_cpu(lcc, ls, lx, lw, &lb, lyr);
+  linear_backward_cpu(lcc, ls, lx, lw, ly, &ldx, ldw, &ldb, false);
   Tensor lxg = gpu(lx), lwg = gpu(lw), lbg = gpu(lb);
   Tensor lyg = poisoned(lyr.shape()), ldxg = poisoned(lx.shape()), ldwg = poisoned(lw.shape()), ldbg = poisoned({ls.out});
   OpCachePtr lc;
@@ -237,7 +237,7 @@ TEST_CASE("linear on the GPU matches the CPU (rel 1e-4)", "[gpu_ops][linear]") {
       Tensor dw0 = randn({sh.out, sh.in}, seed + 4), db0 = randn({sh.out}, seed + 5);
       OpCachePtr cc, gc;
       Tensor y_ref = Tensor::empty({sh.n, sh.out});
-      cpu::linear.forward(cc, sh, x, w, bias ? &b : nullptr, y_ref);
+      linear_forward_cpu(cc, sh, x, w, bias ? &b : nullptr, y_ref);
       Tensor xg = gpu(x), wg = gpu(w), bg = gpu(b);
       Tensor yg = poisoned({sh.n, sh.out});
       linear_forward(gc, sh, xg, wg, bias ? &bg : nullptr, yg);
@@ -246,7 +246,7 @@ TEST_CASE("linear on the GPU matches the CPU (rel 1e-4)", "[gpu_ops][linear]") {
       Tensor db_ref = Tensor::empty({sh.out});
       dw_ref.copy_from(dw0);
       db_ref.copy_from(db0);
-      cpu::linear.backward(cc, sh, x, w, dy, want_dx ? &dx_ref : nullptr, dw_ref, bias ? &db_ref : nullptr, acc);
+      linear_backward_cpu(cc, sh, x, w, dy, want_dx ? &dx_ref : nullptr, dw_ref, bias ? &db_ref : nullptr, acc);
       Tensor dxg = poisoned({sh.n, sh.in}), dwg = gpu(dw0), dbg = gpu(db0);
       linear_backward(gc, sh, xg, wg, gpu(dy), want_dx ? &dxg : nullptr, dwg, bias ? &dbg : nullptr, acc);
       if (want_dx) CHECK(rel_err(dxg, dx_ref) < 1e-4);

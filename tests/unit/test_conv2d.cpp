@@ -1,5 +1,6 @@
 // conv2d: the naive reference's backward against central finite differences (double), then the
-// oneDNN CPU implementation (ht::cpu::conv2d) against the reference on the same float inputs.
+// oneDNN CPU implementation (conv2d_forward_cpu, conv2d_backward_cpu) against the reference on the same
+// float inputs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -149,13 +150,13 @@ TEST_CASE("conv2d oneDNN: accumulate adds exactly into dw and db", "[conv2d][cpu
     auto w = to_tensor(d.w, {sh.k, sh.c, sh.r, sh.s});
     auto dy = to_tensor(d.dy, {sh.n, sh.k, sh.p(), sh.q()});
     auto y = Tensor::empty({sh.n, sh.k, sh.p(), sh.q()});
-    cpu::conv2d.forward(cache, sh, x, w, nullptr, y);
+    conv2d_forward_cpu(cache, sh, x, w, nullptr, y);
     auto dw_fresh = Tensor::empty({sh.k, sh.c, sh.r, sh.s}), db_fresh = Tensor::empty({sh.k});
-    cpu::conv2d.backward(cache, sh, x, w, dy, nullptr, dw_fresh, &db_fresh, false);
+    conv2d_backward_cpu(cache, sh, x, w, dy, nullptr, dw_fresh, &db_fresh, false);
     const auto dw0 = round_to_float(random_vec(nw(sh), 301)), db0 = round_to_float(random_vec(size_t(sh.k), 302));
     auto dw = to_tensor(dw0, {sh.k, sh.c, sh.r, sh.s}), db = to_tensor(db0, {sh.k});
     auto dx = Tensor::empty({sh.n, sh.c, sh.h, sh.w});
-    cpu::conv2d.backward(cache, sh, x, w, dy, &dx, dw, &db, true);
+    conv2d_backward_cpu(cache, sh, x, w, dy, &dx, dw, &db, true);
     auto a = dw.span<float>(), f = dw_fresh.span<float>();
     for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == static_cast<float>(dw0[i]) + f[i]);
     auto ab = db.span<float>(), fb = db_fresh.span<float>();
@@ -196,7 +197,7 @@ TEST_CASE("conv2d oneDNN: mismatched tensors throw RuntimeError", "[conv2d][cpu]
   OpCachePtr cache;
   auto x = Tensor::zeros({1, 2, 5, 5}), w = Tensor::zeros({3, 2, 3, 3}), y = Tensor::zeros({1, 3, 5, 5});
   auto bad_y = Tensor::zeros({1, 3, 4, 4}), bad_w = Tensor::zeros({3, 2, 3, 3}, DType::f64);
-  CHECK_NOTHROW(cpu::conv2d.forward(cache, sh, x, w, nullptr, y));
+  CHECK_NOTHROW(conv2d_forward_cpu(cache, sh, x, w, nullptr, y));
   CHECK_THROWS_AS(conv2d_forward(cache, sh, x, w, nullptr, bad_y), RuntimeError);
   CHECK_THROWS_AS(conv2d_forward(cache, sh, x, bad_w, nullptr, y), RuntimeError);
 }
@@ -263,10 +264,10 @@ TEST_CASE("conv2d oneDNN benchmark", "[.bench][conv2d_bench]") {
     for (int i = 0; i < reps + 1; ++i) {
       auto t0 = std::chrono::steady_clock::now();
       const double c0 = cpu_ms();
-      cpu::conv2d.forward(cache, s, x, w, b.bias ? &bias : nullptr, y);
+      conv2d_forward_cpu(cache, s, x, w, b.bias ? &bias : nullptr, y);
       auto t1 = std::chrono::steady_clock::now();
       const double c1 = cpu_ms();
-      cpu::conv2d.backward(cache, s, x, w, dy, b.dx ? &dx : nullptr, dw, b.bias ? &db : nullptr, false);
+      conv2d_backward_cpu(cache, s, x, w, dy, b.dx ? &dx : nullptr, dw, b.bias ? &db : nullptr, false);
       auto t2 = std::chrono::steady_clock::now();
       const double c2 = cpu_ms();
       if (i == 0) continue;  // first call builds the primitives

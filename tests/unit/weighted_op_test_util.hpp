@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/ops/op_halves.hpp"
 #include "src/ops/conv2d.hpp"
 #include "src/ops/conv2d_ref.hpp"
 #include "src/ops/linear.hpp"
@@ -81,7 +80,8 @@ struct WeightedOp<Conv2dShape> {
   }
   static constexpr auto ref_forward = ref::conv2d_forward<double>;
   static constexpr auto ref_backward = ref::conv2d_backward<double>;
-  static const Conv2dHalf& cpu_half() { return cpu::conv2d; }
+  static constexpr auto cpu_forward = conv2d_forward_cpu;
+  static constexpr auto cpu_backward = conv2d_backward_cpu;
 };
 
 template <>
@@ -90,7 +90,8 @@ struct WeightedOp<LinearShape> {
   static WeightedOpDims dims(const LinearShape& s) { return {{s.n, s.in}, {s.out, s.in}, {s.out}, {s.n, s.out}}; }
   static constexpr auto ref_forward = ref::linear_forward<double>;
   static constexpr auto ref_backward = ref::linear_backward<double>;
-  static const LinearHalf& cpu_half() { return cpu::linear; }
+  static constexpr auto cpu_forward = linear_forward_cpu;
+  static constexpr auto cpu_backward = linear_backward_cpu;
 };
 
 /// WeightedOpData for one op shape, with the shape and its tensor shapes.
@@ -119,12 +120,11 @@ WeightedOpResult run_ref(const WeightedOpCase<Shape>& d, bool bias, bool want_dx
 /// One float32 forward + backward (not accumulating) of the op's CPU half on d.
 template <class Shape>
 WeightedOpResult run_cpu(OpCachePtr& cache, const WeightedOpCase<Shape>& d, bool bias, bool want_dx) {
-  const auto& op = WeightedOp<Shape>::cpu_half();
   const WeightedOpDims& n = d.dims;
   auto x = to_tensor(d.x, n.x), w = to_tensor(d.w, n.w), b = to_tensor(d.b, n.b), dy = to_tensor(d.dy, n.y);
   auto y = Tensor::empty(n.y), dx = Tensor::empty(n.x), dw = Tensor::empty(n.w), db = Tensor::empty(n.b);
-  op.forward(cache, d.sh, x, w, bias ? &b : nullptr, y);
-  op.backward(cache, d.sh, x, w, dy, want_dx ? &dx : nullptr, dw, bias ? &db : nullptr, false);
+  WeightedOp<Shape>::cpu_forward(cache, d.sh, x, w, bias ? &b : nullptr, y);
+  WeightedOp<Shape>::cpu_backward(cache, d.sh, x, w, dy, want_dx ? &dx : nullptr, dw, bias ? &db : nullptr, false);
   return collect(y, dx, dw, db, bias, want_dx);
 }
 
