@@ -1,6 +1,9 @@
 #include "base/test_faults.hpp"
 
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <thread>
 #include <stdexcept>
 
 #include "base/error.hpp"
@@ -121,6 +124,38 @@ double TestFaults::number(std::string_view name, double fallback) const {
   if (!v) return fallback;
   return parse_fault_value<double>(name, *v, [](const std::string& s, size_t* u) { return std::stod(s, u); },
                                    "a number");
+}
+
+StepFaults StepFaults::for_rank(int rank) {
+  const TestFaults& tf = TestFaults::get();
+  StepFaults f;
+  if (!tf.active()) return f;
+  auto on_this_rank = [&](const char* name) {
+    const int64_t r = tf.integer(name, -1);
+    return r < 0 || r == rank;
+  };
+  if (on_this_rank("fail_rank")) f.fail_at_step_ = tf.integer("fail_at_step", -1);
+  if (on_this_rank("nan_rank")) f.nan_at_step_ = tf.integer("nan_at_step", -1);
+  if (const auto v = tf.text_for_rank("slow_data_ms", rank); v && !v->empty()) {
+    try {
+      f.slow_data_ms_ = std::stod(*v);
+    } catch (const std::exception&) {
+      throw UsageError("HT_TEST_FAULTS: slow_data_ms=" + *v + " is not a number (milliseconds)");
+    }
+  }
+  return f;
+}
+
+void StepFaults::on_batch(int64_t step, Tensor& images) {
+  if (slow_data_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(slow_data_ms_));
+  if (fail_at_step_ >= 0 && step == fail_at_step_)
+    throw RuntimeError("injected failure (HT_TEST_FAULTS fail_at_step) at step " + std::to_string(step));
+  if (nan_at_step_ >= 0 && step == nan_at_step_ && images.numel() > 0 && !nan_done_) {
+    Tensor nan = Tensor::empty({1});
+    nan.data<float>()[0] = NAN;
+    images.slice_flat(0, {1}).copy_from(nan);  // on the compute device
+    nan_done_ = true;
+  }
 }
 
 }  // namespace ht

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/tensor.hpp"
+
 namespace ht {
 
 /// The names HT_TEST_FAULTS accepts, each with a one-line meaning (docs/testing.md lists them).
@@ -50,6 +52,25 @@ class TestFaults {
  private:
   std::map<std::string, std::string, std::less<>> values_;
   std::string spec_;
+};
+
+/// The faults a training step meets, read once for one rank: fail_at_step / fail_rank (throw),
+/// nan_at_step / nan_rank (a NaN input), slow_data_ms (per-rank: a slow data phase). The trainer hands
+/// every batch to on_batch before the step uses it, so the step itself holds no test code.
+class StepFaults {
+ public:
+  /// This rank's faults from HT_TEST_FAULTS; throws UsageError for a value that does not parse.
+  static StepFaults for_rank(int rank);
+  /// At `step` (the number of steps done so far): sleeps slow_data_ms; throws RuntimeError at
+  /// fail_at_step; writes NaN into images' first element at nan_at_step, once (a skipped step does not
+  /// advance the step counter). `images` may be on either device.
+  void on_batch(int64_t step, Tensor& images);
+
+ private:
+  int64_t fail_at_step_ = -1;
+  int64_t nan_at_step_ = -1;
+  bool nan_done_ = false;
+  double slow_data_ms_ = 0;
 };
 
 }  // namespace ht

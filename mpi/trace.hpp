@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.hpp"
+
 namespace ht {
 
 class Trace {
@@ -110,6 +112,22 @@ class TraceSpan {
   const char* category_;
   int64_t index_;
   int64_t begin_us_ = 0;
+};
+
+/// RAII phase of a step: adds its wall time to `ms` (milliseconds, steady clock) and records it as a
+/// trace span of the same extent; one object per phase keeps the step free of timer bookkeeping.
+class PhaseTimer {
+ public:
+  PhaseTimer(Trace& t, const char* name, double& ms, const char* category = "step")
+      : span_(t, name, category), ms_(ms), t0_(SteadyClock::now()) {}
+  ~PhaseTimer() { ms_ += ms_since(t0_); }  // before span_ ends: the span covers the whole phase
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  TraceSpan span_;
+  double& ms_;
+  SteadyClock::time_point t0_;
 };
 
 }  // namespace ht

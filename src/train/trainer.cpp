@@ -76,11 +76,9 @@ bool Trainer::step(int epoch) {
   // ---- data ----
   Tensor images, labels;
   if (!next_batch(images, labels)) return false;
-  inject_slow_data_fault(rank_);  // test fault slow_data_ms (watchdog tests)
   StepMetrics m;
   m.data_ms = ms_since(t0);
   if (trace_.enabled()) trace_.record("data", "step", trace_t0, trace_.now_us());
-  inject_faults(images);
   m.step = prog_.step + 1;
   m.epoch = epoch + 1;
   m.lr = learning_rate(cfg_.optim, prog_.step, total_steps_, steps_per_epoch_);
@@ -88,7 +86,7 @@ bool Trainer::step(int epoch) {
   const LocalPass local = forward_backward(images, labels, m);
   // ---- the last buckets, then the non-finite check, agreed by every rank ----
   const bool finite = exchange_and_check(local, m);
-  if (scaler_) finish_loss_scale(finite, m);  // unscale, then grow or back off (trainer_loss_scale.cpp)
+  if (scaler_) finish_loss_scale(finite, m);  // unscale, then grow or back off
   // ---- optimizer, or a skipped step (BatchNorm running statistics restored) ----
   if (finite) {
     optimizer_step(m);
@@ -105,6 +103,12 @@ bool Trainer::step(int epoch) {
 }
 
 bool Trainer::next_batch(Tensor& images, Tensor& labels) {
+  if (!take_batch(images, labels)) return false;
+  faults_.on_batch(prog_.step, images);  // HT_TEST_FAULTS (base/test_faults.hpp); nothing without it
+  return true;
+}
+
+bool Trainer::take_batch(Tensor& images, Tensor& labels) {
 #if defined(HT_HAVE_CUDA)
   if (device_ == Device::cuda) {
     if (!feeder_) feeder_ = std::make_unique<cuda::H2DFeeder>();
@@ -125,18 +129,6 @@ bool Trainer::next_batch(Tensor& images, Tensor& labels) {
   return true;
 }
 
-void Trainer::inject_faults(Tensor& images) {
-  auto on_this_rank = [&](int rank) { return rank < 0 || rank == rank_; };
-  if (faults_.fail_at_step >= 0 && prog_.step == faults_.fail_at_step && on_this_rank(faults_.fail_rank))
-    throw RuntimeError("injected failure (HT_TEST_FAULTS fail_at_step) at step " + std::to_string(prog_.step));
-  if (faults_.nan_at_step >= 0 && prog_.step == faults_.nan_at_step && on_this_rank(faults_.nan_rank) &&
-      images.numel() > 0 && !faults_.nan_done) {
-    Tensor nan = Tensor::empty({1});
-    nan.data<float>()[0] = NAN;
-    images.slice_flat(0, {1}).copy_from(nan);  // on the compute device
-    faults_.nan_done = true;
-  }
-}
 
 Trainer::LocalPass Trainer::forward_backward(const Tensor& images, const Tensor& labels, StepMetrics& m) {
   auto& ps = model_->params();
@@ -153,24 +145,23 @@ Trainer::LocalPass Trainer::forward_backward(const Tensor& images, const Tensor&
     bucketer_->begin_step();
   }
   for (int a = 0; a < A; ++a) {
-    std::optional<TraceSpan> fwd_span(std::in_place, trace_, "forward");
     // The batch is already on the compute device (next_batch); micro-batches are views of it.
     const Tensor x = images.narrow0(int64_t{a} * mb, int64_t{a + 1} * mb);
     const Tensor y = labels.narrow0(int64_t{a} * mb, int64_t{a + 1} * mb);
     PassOptions po;
     po.training = true;
     po.accumulate = a > 0;
-    auto t0 = SteadyClock::now();
-    const Tensor& logits = model_->forward(x, po);
-    probs_.ensure(logits.shape(), DType::f32, device_);
-    const double loss = softmax_xent_forward(logits, y, cfg_.train.label_smoothing, probs_, nullptr);
-    m.forward_ms += ms_since(t0);
-    local.loss += loss / A;
-    if (!std::isfinite(loss)) local.nonfinite = true;
-    fwd_span.reset();
-    TraceSpan bwd_span(trace_, "backward");
-    t0 = SteadyClock::now();
-    dlogits_.ensure(logits.shape(), DType::f32, device_);
+    const Tensor* logits = nullptr;
+    {
+      PhaseTimer phase(trace_, "forward", m.forward_ms);
+      logits = &model_->forward(x, po);
+      probs_.ensure(logits->shape(), DType::f32, device_);
+      const double loss = softmax_xent_forward(*logits, y, cfg_.train.label_smoothing, probs_, nullptr);
+      local.loss += loss / A;
+      if (!std::isfinite(loss)) local.nonfinite = true;
+    }
+    PhaseTimer phase(trace_, "backward", m.backward_ms);
+    dlogits_.ensure(logits->shape(), DType::f32, device_);
     // Mean over the micro-batch, then / A: the sum over micro-batches is the rank's batch mean.
     // With loss scaling the seed is scaled too (the loss times the scale, without a pass over it).
     softmax_xent_backward(probs_, y, cfg_.train.label_smoothing, loss_seed(A), dlogits_);
@@ -184,17 +175,16 @@ Trainer::LocalPass Trainer::forward_backward(const Tensor& images, const Tensor&
     // makes backward_ms the real backward time rather than its launch time. With buckets the
     // remaining backward compute shows in allreduce_ms (finish() waits for it).
     if (device_ == Device::cuda && !bucketer_) cuda::synchronize();
-    m.backward_ms += ms_since(t0);
   }
   return local;
 }
 
 bool Trainer::exchange_and_check(const LocalPass& local, StepMetrics& m) {
-  std::optional<TraceSpan> span(std::in_place, trace_, "allreduce_wait", "comm");
-  const auto t0 = SteadyClock::now();
-  if (bucketer_) bucketer_->finish();
-  m.allreduce_ms = ms_since(t0);
-  span.emplace(trace_, "nonfinite_check");
+  {
+    PhaseTimer phase(trace_, "allreduce_wait", m.allreduce_ms, "comm");
+    if (bucketer_) bucketer_->finish();
+  }
+  TraceSpan span(trace_, "nonfinite_check");
   // The loss reported is the global batch mean; a non-finite loss or gradient anywhere skips the
   // step on every rank together.
   const bool local_bad = local.nonfinite || count_nonfinite(model_->params().flat_grads()) > 0;
@@ -205,12 +195,26 @@ bool Trainer::exchange_and_check(const LocalPass& local, StepMetrics& m) {
   return !any_bad;
 }
 
+// Loss scaling (src/train/loss_scaler.hpp): the backward seed, the unscale of the averaged gradients
+// and the scale's update once every rank agreed on the step's finiteness.
+float Trainer::loss_seed(int accumulation_steps) const {
+  // scale / A equals (1 / A) x scale exactly: the scale is a power of two.
+  const float scale = scaler_ ? static_cast<float>(scaler_->scale()) : 1.0f;
+  return scale / static_cast<float>(accumulation_steps);
+}
+
+void Trainer::finish_loss_scale(bool finite, StepMetrics& m) {
+  m.loss_scale = scaler_->scale();
+  // The exchange divided by world_size x scale already when the communicator fuses it (MPI);
+  // otherwise (one rank, NCCL without it) one pass here. Exact either way: a power of two.
+  if (finite && !unscale_fused_) scale_inplace(model_->params().flat_grads(), scaler_->inverse());
+  m.loss_scale_backoff = scaler_->update(!finite);
+}
+
 void Trainer::optimizer_step(StepMetrics& m) {
-  TraceSpan span(trace_, "optimizer");
-  const auto t0 = SteadyClock::now();
+  PhaseTimer phase(trace_, "optimizer", m.optimizer_ms);
   opt_->step(static_cast<float>(m.lr));
   if (device_ == Device::cuda) cuda::synchronize();  // optimizer_ms is the update's time, not its launch
-  m.optimizer_ms = ms_since(t0);
 }
 
 void Trainer::advance_progress(const StepMetrics& m) {

@@ -25,6 +25,7 @@
 #include "src/train/step_metrics.hpp"
 #include "src/train/training_state.hpp"
 #include "src/train/watchdog.hpp"
+#include "base/test_faults.hpp"
 #include "cuda/h2d_feeder.hpp"
 
 namespace ht {
@@ -111,15 +112,6 @@ class Trainer {
 
 
  private:
-  /// Test-only faults read once from HT_TEST_FAULTS (base/test_faults.hpp). Step -1: off;
-  /// rank -1: every rank.
-  struct InjectedFaults {
-    int64_t fail_at_step = -1;  ///< throw RuntimeError at this step (on fail_rank)
-    int fail_rank = -1;
-    int64_t nan_at_step = -1;   ///< NaN into the first input value at this step (on nan_rank)
-    int nan_rank = -1;
-    bool nan_done = false;      ///< once: a skipped step does not advance the step counter
-  };
   /// This rank's loss and finiteness before the ranks agree.
   struct LocalPass {
     double loss = 0;            ///< mean over this rank's micro-batches
@@ -129,7 +121,7 @@ class Trainer {
   // ---- set-up (trainer_setup.cpp), in order ----
   /// Device, data, model, optimizer and run directory: local work, no collectives.
   void setup_local(int& threads);
-  /// Reads HT_TEST_FAULTS into faults_; rank 0 warns on stderr when faults are injected.
+  /// Reads this rank's HT_TEST_FAULTS into faults_; rank 0 warns on stderr when faults are injected.
   void setup_test_faults();
   /// train.device, cuDNN options and compute threads (returned).
   int setup_device();
@@ -155,18 +147,19 @@ class Trainer {
   /// One optimizer step, top to bottom: data, forward, backward with bucketed exchange, non-finite
   /// check, optimizer, metrics. False (nothing done) when the epoch has no batch left.
   bool step(int epoch);
-  /// This rank's next train batch on the compute device (GPU: staged one batch ahead through
-  /// pinned memory and the copy stream). False at the end of the epoch.
+  /// This rank's next train batch on the compute device, passed through the test faults (none
+  /// without HT_TEST_FAULTS). False at the end of the epoch.
   bool next_batch(Tensor& images, Tensor& labels);
-  /// HT_TEST_FAULTS fail_at_step / nan_at_step for the step about to run.
-  void inject_faults(Tensor& images);
+  /// The loader's next batch on the compute device (GPU: staged one batch ahead through pinned
+  /// memory and the copy stream). False at the end of the epoch.
+  bool take_batch(Tensor& images, Tensor& labels);
   /// Forward and backward over the micro-batches; the last backward feeds the gradient buckets,
   /// which average across ranks while it runs. Fills forward_ms, backward_ms.
   LocalPass forward_backward(const Tensor& images, const Tensor& labels, StepMetrics& m);
   /// Waits for the buckets and agrees with every rank whether the step is finite (loss and
   /// gradients); fills allreduce_ms and the global loss. True: apply the update.
   bool exchange_and_check(const LocalPass& local, StepMetrics& m);
-  /// Loss scaling after the ranks agreed (trainer_loss_scale.cpp): unscales the gradients of a
+  /// Loss scaling after the ranks agreed: unscales the gradients of a
   /// finite step unless the exchange did, then updates the scale; fills m.loss_scale.
   void finish_loss_scale(bool finite, StepMetrics& m);
   /// The factor that seeds backward (d loss / d logits): 1 / A, times the loss scale when scaling.
@@ -213,7 +206,7 @@ class Trainer {
   TrainSummary summary_;
   int64_t run_start_step_ = 0;  ///< prog_.step when run() began (for the ETA)
   double train_s_ = 0;          ///< seconds spent in steps during run()
-  InjectedFaults faults_;
+  StepFaults faults_;  ///< HT_TEST_FAULTS of this rank, applied by next_batch
   Tensor x_dev_, y_dev_, probs_, dlogits_, buffers_backup_;
   Batch host_batch_;                       // the loader's output (host)
   std::unique_ptr<cuda::H2DFeeder> feeder_;  // GPU runs: host-to-device pipeline

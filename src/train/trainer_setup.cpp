@@ -75,10 +75,7 @@ void Trainer::setup_test_faults() {
   const TestFaults& tf = TestFaults::get();  // UsageError for an unknown name or a bad value
   if (!tf.active()) return;
   if (rank_ == 0) std::cerr << "hpctrain: warning: HT_TEST_FAULTS is set: injecting faults: " << tf.spec() << std::endl;
-  faults_.fail_at_step = tf.integer("fail_at_step", -1);
-  faults_.fail_rank = static_cast<int>(tf.integer("fail_rank", -1));
-  faults_.nan_at_step = tf.integer("nan_at_step", -1);
-  faults_.nan_rank = static_cast<int>(tf.integer("nan_rank", -1));
+  faults_ = StepFaults::for_rank(rank_);
 }
 
 int Trainer::setup_device() {

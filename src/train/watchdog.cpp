@@ -193,17 +193,4 @@ std::vector<WatchdogWarning> Watchdog::on_step(const StepMetrics& m, MetricsWrit
   return out;
 }
 
-void inject_slow_data_fault(int rank) {
-  static const double delay_ms = [rank] {
-    const auto v = TestFaults::get().text_for_rank("slow_data_ms", rank);
-    if (!v || v->empty()) return 0.0;
-    try {
-      return std::stod(*v);
-    } catch (const std::exception&) {
-      throw UsageError("HT_TEST_FAULTS: slow_data_ms=" + *v + " is not a number (milliseconds)");
-    }
-  }();
-  if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
-}
-
 }  // namespace ht

@@ -80,8 +80,4 @@ class Watchdog {
   int64_t emitted_ = 0;
 };
 
-/// Test fault HT_TEST_FAULTS slow_data_ms (per-rank values with '|'): sleeps that many milliseconds
-/// in the data phase of every step on this rank. No-op without the fault.
-void inject_slow_data_fault(int rank);
-
 }  // namespace ht
