@@ -34,8 +34,12 @@ import sys
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 
 # Verdict thresholds (docs/report.md#verdict): shares of the summed step time over the kept steps.
-DATA_SHARE_MAX = 0.20        # waiting for data above this: data-bound
-COMM_SHARE_MAX = 0.30        # exposed allreduce above this: communication-bound
+# Data-bound and communication-bound use the run's own watchdog limits, watchdog.max_data_share and
+# watchdog.max_comm_share of the config in its run_start event (Run.share_limits), so the report and
+# the watchdog (src/train/watchdog.cpp) judge alike. These are the watchdog's defaults
+# (src/train/config.hpp, Config::Watchdog), used only for a metrics.jsonl whose run_start lacks them.
+WATCHDOG_DEFAULT_MAX_DATA_SHARE = 0.3   # waiting for data above this: data-bound
+WATCHDOG_DEFAULT_MAX_COMM_SHARE = 0.5   # exposed allreduce above this: communication-bound
 GPU_UTIL_MIN_PCT = 70.0      # mean GPU utilisation below this: the GPU idles
 CHECKPOINT_SHARE_MAX = 0.10  # training time lost to checkpoints above this: checkpoint too often
 NONFINITE_SHARE_MAX = 0.01   # skipped (non-finite) steps above this share of the steps
@@ -237,6 +241,15 @@ class Run:
             return self.config.get(section, key)
         except (configparser.Error, KeyError):
             return default
+
+    def share_limits(self):
+        """(max data share, max comm share): watchdog.max_data_share and watchdog.max_comm_share of the
+        run's config (its latest run_start), else the watchdog's defaults (an older metrics.jsonl)."""
+        def limit(key, default):
+            v = _float_or_none(self.cfg("watchdog", key))
+            return v if v is not None and 0 < v <= 1 else default
+        return (limit("max_data_share", WATCHDOG_DEFAULT_MAX_DATA_SHARE),
+                limit("max_comm_share", WATCHDOG_DEFAULT_MAX_COMM_SHARE))
 
     def global_batch(self):
         """Images per optimizer step: train.global_batch of the run's config, else the median of
@@ -497,16 +510,17 @@ def verdict(run, S):
     """(healthy, problems, remarks): problems make a run not healthy; remarks are worth knowing."""
     problems, remarks = [], []
     sh = S["shares"]
+    data_max, comm_max = run.share_limits()
     if S["kept_step_records"] == 0:
         if not any(s.end is not None for s in run.sessions):
             return {"healthy": None, "problems": [], "remarks": ["no training step logged yet"] + list(S["notes"])}
         problems.append("no training step was logged")
-    if sh.get("data", 0) > DATA_SHARE_MAX:
-        problems.append(f"data-bound: {sh['data']:.0%} of the step time waits for data (over {DATA_SHARE_MAX:.0%}): "
+    if sh.get("data", 0) > data_max:
+        problems.append(f"data-bound: {sh['data']:.0%} of the step time waits for data (over {data_max:.0%}): "
                         "keep data.prefetch on, stage the dataset on local disk (data.stage_dir), or read fewer, larger shards")
-    if sh.get("exposed allreduce", 0) > COMM_SHARE_MAX:
+    if sh.get("exposed allreduce", 0) > comm_max:
         problems.append(f"communication-bound: {sh['exposed allreduce']:.0%} of the step time waits for the gradient "
-                        f"allreduce after backward (over {COMM_SHARE_MAX:.0%}): a larger train.global_batch per rank or "
+                        f"allreduce after backward (over {comm_max:.0%}): a larger train.global_batch per rank or "
                         "train.accumulation_steps, another dist.bucket_mb, fewer ranks per node or a faster network")
     if S["gpu_util_mean_pct"] is not None and S["gpu_util_mean_pct"] < GPU_UTIL_MIN_PCT:
         problems.append(f"low GPU utilisation: {S['gpu_util_mean_pct']:.0f}% on average (under {GPU_UTIL_MIN_PCT:.0f}%): "
