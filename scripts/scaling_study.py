@@ -32,8 +32,9 @@ Model (all times per optimizer step):
 Cost: epoch time = samples per epoch / images/s; GPU-hours = n x hours; cost = GPU-hours x price.
   Spot: price x (1 - discount), preemptions at `rate` per node-hour (a job on N nodes is hit at
   N x rate), each costing the restart time plus the work since the last checkpoint; checkpoints
-  every tau = sqrt(2 delta M) - delta (Daly's first-order optimum; Young: sqrt(2 delta M)), with
-  delta the checkpoint write time and M = 1/(job preemption rate):
+  every tau = sqrt(2 delta M) - delta (checkpoint_interval_s: Daly's first-order optimum; Young's
+  sqrt(2 delta M) once delta >= M/2), with delta the checkpoint write time and M = 1/(job preemption
+  rate):
   wall = work x (1 + delta/tau) / (1 - (tau/2 + delta/2 + restart)/M).
 Precision: one study per train.precision (the bench JSON's "precision", fp32 when absent);
   --precision picks it when the folders hold several (otherwise exit 2).
@@ -142,9 +143,12 @@ def uniform_timeline(total_bytes, bucket_bytes, forward_s, backward_s):
     return sizes, launches
 
 
-def daly_interval_s(delta_s, mtbf_s):
+def checkpoint_interval_s(delta_s, mtbf_s):
     """Daly's first-order optimum checkpoint interval sqrt(2 delta M) - delta (Young's sqrt(2 delta M)
-    when delta >= M/2 would make it non-positive)."""
+    once delta >= M/2, past which Daly's first-order form falls again, to 0 at delta = 2 M). Daly rather
+    than Young: Young's derivation leaves out the time spent writing the checkpoint itself. The same
+    formula and name as checkpoint_interval_s in src/train/checkpoint_schedule.hpp (training's
+    checkpoint.mtbf_minutes)."""
     young = math.sqrt(2.0 * delta_s * mtbf_s)
     return young - delta_s if delta_s < mtbf_s / 2 else young
 
@@ -154,7 +158,7 @@ def spot_wall_factor(delta_s, mtbf_s, restart_s):
     Returns (factor, tau). inf when preemptions come faster than work can progress."""
     if not math.isfinite(mtbf_s):
         return 1.0, math.inf
-    tau = daly_interval_s(delta_s, mtbf_s)
+    tau = checkpoint_interval_s(delta_s, mtbf_s)
     lost = (tau / 2 + delta_s / 2 + restart_s) / mtbf_s
     if lost >= 1:
         return math.inf, tau
