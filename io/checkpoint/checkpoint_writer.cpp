@@ -73,11 +73,4 @@ std::vector<CheckpointWriteResult> CheckpointWriter::take_completed() {
   return out;
 }
 
-double young_daly_interval_s(double cost_s, double mtbf_s) {
-  if (!(cost_s > 0) || !(mtbf_s > 0))
-    throw UsageError("Young/Daly interval needs a positive checkpoint cost and MTBF (got C = " +
-                     std::to_string(cost_s) + " s, M = " + std::to_string(mtbf_s) + " s)");
-  return std::sqrt(2.0 * cost_s * mtbf_s);
-}
-
 }  // namespace ht

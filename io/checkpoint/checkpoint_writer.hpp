@@ -61,9 +61,4 @@ class CheckpointWriter {
   std::vector<CheckpointWriteResult> completed_;
 };
 
-/// Young/Daly optimal checkpoint interval in seconds: sqrt(2 * C * M) for checkpoint cost C and
-/// mean time between failures M, both in seconds (J. W. Young, CACM 1974; J. T. Daly, FGCS 2006,
-/// first-order form). Throws UsageError for non-positive inputs.
-double young_daly_interval_s(double cost_s, double mtbf_s);
-
 }  // namespace ht

@@ -315,7 +315,7 @@ void CheckpointManager::report_completed() {
                        {"reason", p.reason}, {"removed", r.removed}});
     t_.budget().set_checkpoint_cost_s((p.copy_ms + p.stall_ms + r.write_ms) / 1000.0);  // the final save's forecast
     if (auto change = schedule_.record_cost((p.copy_ms + p.stall_ms + r.write_ms) / 1000.0)) {
-      std::printf("hpctrain: checkpoint interval (Young/Daly): sqrt(2 x C %.3f s x MTBF %.1f min) = %.1f s\n",
+      std::printf("hpctrain: checkpoint interval (Young/Daly) for C %.3f s and MTBF %.1f min: %.1f s\n",
                   change->cost_s, schedule_.mtbf_minutes(), change->interval_s);
       std::fflush(stdout);
       if (metrics_)

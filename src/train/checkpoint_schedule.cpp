@@ -2,10 +2,19 @@
 #include "src/train/checkpoint_schedule.hpp"
 
 #include <cmath>
+#include <string>
 
-#include "io/checkpoint/checkpoint_writer.hpp"  // young_daly_interval_s
+#include "base/error.hpp"
 
 namespace ht {
+
+double checkpoint_interval_s(double cost_s, double mtbf_s) {
+  if (!(cost_s > 0) || !(mtbf_s > 0))
+    throw UsageError("Young/Daly interval needs a positive checkpoint cost and MTBF (got C = " +
+                     std::to_string(cost_s) + " s, M = " + std::to_string(mtbf_s) + " s)");
+  const double young = std::sqrt(2.0 * cost_s * mtbf_s);
+  return cost_s < 0.5 * mtbf_s ? young - cost_s : young;
+}
 
 CheckpointSchedule::CheckpointSchedule(int64_t every_steps, double every_minutes, double mtbf_minutes,
                                        Clock::time_point start)
@@ -32,7 +41,7 @@ std::optional<CheckpointSchedule::IntervalChange> CheckpointSchedule::record_cos
   if (mtbf_minutes_ <= 0) return std::nullopt;
   const double old = interval_s_;
   cost_s_ = cost_s_ > 0 ? 0.5 * (cost_s_ + cost_s) : cost_s;
-  interval_s_ = young_daly_interval_s(cost_s_, mtbf_minutes_ * 60);
+  interval_s_ = checkpoint_interval_s(cost_s_, mtbf_minutes_ * 60);
   if (old <= 0 || std::fabs(interval_s_ - old) > 0.2 * old) return IntervalChange{cost_s_, interval_s_};
   return std::nullopt;
 }

@@ -6,8 +6,9 @@
 //
 // Rules, in order of precedence at a step boundary that may checkpoint:
 //   1. Young/Daly (mtbf_minutes > 0): the first such boundary checkpoints once to measure the cost C
-//      (reason "young_daly_measure"); afterwards the interval is sqrt(2 C MTBF), C being the running
-//      mean of measured costs (copy + stall + write), and a due interval gives reason "young_daly".
+//      (reason "young_daly_measure"); afterwards the interval is checkpoint_interval_s(C, MTBF) =
+//      sqrt(2 C MTBF) - C (Daly; Young's sqrt(2 C MTBF) once C >= MTBF/2), C being the running mean of measured costs (copy + stall + write), and a
+//      due interval gives reason "young_daly".
 //   2. every_minutes > 0 (without mtbf_minutes): a due interval gives reason "every_minutes".
 //   3. every_steps > 0: a step that is a multiple of it gives reason "every_steps".
 #include <chrono>
@@ -16,6 +17,15 @@
 #include <string>
 
 namespace ht {
+
+/// The checkpoint interval in seconds for checkpoint cost `cost_s` and mean time between failures
+/// `mtbf_s` (seconds): Daly's first-order optimum sqrt(2 C M) - C (J. T. Daly, FGCS 2006) while
+/// C < M/2, Young's sqrt(2 C M) (CACM 1974) beyond. Daly rather than Young: Young's derivation leaves
+/// out the time spent writing the checkpoint itself, which Daly's refinement subtracts; the two agree
+/// when C << M. Past C = M/2 Daly's first-order form falls again (to 0 at C = 2 M), hence Young there.
+/// scripts/scaling_study.py's checkpoint_interval_s is the same formula. Throws UsageError for a
+/// non-positive cost or MTBF.
+double checkpoint_interval_s(double cost_s, double mtbf_s);
 
 /// The periodic-checkpoint timing rules of one run.
 class CheckpointSchedule {
@@ -43,11 +53,11 @@ class CheckpointSchedule {
   /// A change of the Young/Daly interval worth announcing (first value, or a change above 20 %).
   struct IntervalChange {
     double cost_s = 0;      ///< running mean of measured checkpoint costs, seconds
-    double interval_s = 0;  ///< new interval sqrt(2 x cost_s x MTBF), seconds
+    double interval_s = 0;  ///< new interval checkpoint_interval_s(cost_s, MTBF), seconds
   };
   /// Feeds the measured cost of one completed checkpoint (copy + stall + write, seconds). Without
   /// Young/Daly it does nothing. Returns the new interval when it should be announced. Throws
-  /// UsageError for a non-positive cost (young_daly_interval_s).
+  /// UsageError for a non-positive cost (checkpoint_interval_s).
   std::optional<IntervalChange> record_cost(double cost_s);
 
   /// The time-based interval in seconds (every_minutes or Young/Daly); 0 when none.

@@ -89,7 +89,7 @@ struct Config {
     double every_minutes = 0;          ///< 0 = off
     int keep_last = 3;
     int64_t keep_every = 0;            ///< also keep every checkpoint whose step is a multiple of N
-    double mtbf_minutes = 0;           ///< > 0: Young/Daly interval sqrt(2 C M) from the measured cost
+    double mtbf_minutes = 0;           ///< > 0: Young/Daly interval sqrt(2 C M) - C from the measured cost
     bool async = true;                 ///< write on a background thread
     std::string signals = "TERM,USR1"; ///< signals that checkpoint and stop with exit code 75
   } checkpoint;

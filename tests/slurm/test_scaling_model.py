@@ -64,7 +64,7 @@ close("uniform launch 1", launches[1], 0.026)
 close("uniform launch 2", launches[2], 0.030)
 
 # Young/Daly: delta 60 s, M 3600 s: sqrt(2*60*3600) = sqrt(432000) = 657.2670690 s; Daly subtracts delta.
-close("daly tau", ss.daly_interval_s(60, 3600), math.sqrt(432000) - 60)
+close("daly tau", ss.checkpoint_interval_s(60, 3600), math.sqrt(432000) - 60)
 # Wall factor: tau = 597.267069; (1 + 60/tau) / (1 - (tau/2 + 30 + 120)/3600)
 tau = math.sqrt(432000) - 60
 close("spot wall factor", ss.spot_wall_factor(60, 3600, 120)[0],

@@ -441,12 +441,6 @@ TEST_CASE("async writer: second save waits for the first; errors surface", "[che
   fs::remove_all(run);
 }
 
-TEST_CASE("Young/Daly interval", "[checkpoint]") {
-  REQUIRE(young_daly_interval_s(10, 3600) == Approx(std::sqrt(72000.0)));
-  REQUIRE(young_daly_interval_s(0.5, 60 * 60) == Approx(60.0));
-  REQUIRE_THROWS_AS(young_daly_interval_s(0, 10), UsageError);
-}
-
 TEST_CASE("fast fletcher32 equals HDF5's loop", "[checkpoint]") {
   std::mt19937 rng(7);
   for (size_t n : {0, 1, 2, 3, 719, 720, 721, 4096, 131071, 131072, 131073, 1 << 20}) {
