@@ -170,9 +170,9 @@ std::string probe_result_text(const std::vector<int>& unanswered, bool probed, d
   std::string lost = describe_ranks(n.lost);
   if (n.lost_count > static_cast<int>(n.lost.size()))
     lost += " and " + std::to_string(n.lost_count - static_cast<int>(n.lost.size())) + " more";
-  log_raw_err("hpctrain: fatal (" + rank_host_tag() + "): " + describe_ranks({n.from}) + " ends the run: lost peers " + lost +
-      " (no answer to its probe); this rank was " + where + "; exiting with code " + std::to_string(code) +
-      " without MPI_Finalize (docs/exit_codes.md)");
+  log_raw_err("hpctrain: fatal (" + rank_host_tag() + "): " + describe_ranks({n.from}) + " ends the run: lost peers " +
+              lost + " (no answer to its probe); this rank was " + where + "; exiting with code " +
+              std::to_string(code) + " without MPI_Finalize (docs/exit_codes.md)");
   std::this_thread::sleep_for(std::chrono::duration<double>(kExitLingerS));
   exit_without_mpi(code);
 }
@@ -216,8 +216,8 @@ void watchdog_loop() {
       const std::vector<int> lost = unanswered_peers(kSignalProbeS);
       if (!lost.empty())
         log_raw_err("hpctrain: rank " + std::to_string(g_rank) + ": stop signal " + std::to_string(g_signo.load()) +
-            " while waiting on peers; no answer to a probe within " + fmt_s(kSignalProbeS) +
-            " s from: " + describe_ranks(lost));
+                    " while waiting on peers; no answer to a probe within " + fmt_s(kSignalProbeS) +
+                    " s from: " + describe_ranks(lost));
     }
     if (expired.used) {
       bool can_probe = can_probe_peers();

@@ -173,7 +173,8 @@ MpiCommunicator::~MpiCommunicator() {
     if (joined) {
       s_->thread.join();
     } else {
-      log_raw_err("hpctrain: rank " + std::to_string(rank_) + ": MPI communication thread still busy at shutdown; leaving it");
+      log_raw_err("hpctrain: rank " + std::to_string(rank_) +
+                  ": MPI communication thread still busy at shutdown; leaving it");
       s_->thread.detach();
     }
   }
