@@ -321,7 +321,8 @@ void Trainer::write_run_end(double wall_s) {
     std::snprintf(buf, sizeof buf, ", test top1 %.4f", summary_.test_top1);
     text += buf;
   }
-  text += "," + budget_->console_text() + "\n";
+  text += ",";  // appended piecewise: GCC 12's -Wrestrict false positive on "," + std::string&&
+  text += budget_->console_text() + "\n";
   const auto saved = list_checkpoints(cfg_.run.dir);
   text += "run directory: " + cfg_.run.dir + " (config.ini, metrics.jsonl" +
           (saved.empty() ? std::string(", no checkpoint") : "; last checkpoint " + saved.back().second) + ")\n";
