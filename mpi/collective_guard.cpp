@@ -17,6 +17,7 @@
 
 #include "mpi/peer_beacon.hpp"
 #include "base/check.hpp"
+#include "base/log.hpp"
 
 namespace ht {
 namespace {
@@ -59,17 +60,6 @@ thread_local int t_relaxed = 0;  // while_peers_answer scopes open on this threa
 thread_local int t_open = 0;     // CollectiveWait scopes open on this thread (collective_wait_open)
 std::atomic<bool> g_responder_stop{false};
 std::thread g_responder;
-
-void say(const std::string& line) {
-  std::string s = line + "\n";
-  // One write(2): no stdio lock (another thread may hold it), lines of ranks do not interleave.
-  ssize_t off = 0;
-  while (off < static_cast<ssize_t>(s.size())) {
-    ssize_t n = ::write(2, s.data() + off, s.size() - static_cast<size_t>(off));
-    if (n <= 0) break;
-    off += n;
-  }
-}
 
 std::string fmt_s(double s) {
   char b[32];
@@ -156,7 +146,7 @@ std::string probe_result_text(const std::vector<int>& unanswered, bool probed, d
       if (r != g_rank && std::find(unanswered.begin(), unanswered.end(), r) == unanswered.end()) answered.push_back(r);
     peer_beacon_notify_gave_up(answered, unanswered);
   }
-  say(msg);
+  log_raw_err(msg);
   // The ranks waiting in the same collective reach their limits within moments of this one; once this
   // rank is gone the launcher kills them (SIGTERM, SIGKILL a second later), so let them print first.
   std::this_thread::sleep_for(std::chrono::duration<double>(kExitLingerS));
@@ -180,9 +170,9 @@ std::string probe_result_text(const std::vector<int>& unanswered, bool probed, d
   std::string lost = describe_ranks(n.lost);
   if (n.lost_count > static_cast<int>(n.lost.size()))
     lost += " and " + std::to_string(n.lost_count - static_cast<int>(n.lost.size())) + " more";
-  say("hpctrain: fatal (" + rank_host_tag() + "): " + describe_ranks({n.from}) + " ends the run: lost peers " + lost +
-      " (no answer to its probe); this rank was " + where + "; exiting with code " + std::to_string(code) +
-      " without MPI_Finalize (docs/exit_codes.md)");
+  log_raw_err("hpctrain: fatal (" + rank_host_tag() + "): " + describe_ranks({n.from}) + " ends the run: lost peers " +
+              lost + " (no answer to its probe); this rank was " + where + "; exiting with code " +
+              std::to_string(code) + " without MPI_Finalize (docs/exit_codes.md)");
   std::this_thread::sleep_for(std::chrono::duration<double>(kExitLingerS));
   exit_without_mpi(code);
 }
@@ -225,9 +215,9 @@ void watchdog_loop() {
       signal_noted = true;
       const std::vector<int> lost = unanswered_peers(kSignalProbeS);
       if (!lost.empty())
-        say("hpctrain: rank " + std::to_string(g_rank) + ": stop signal " + std::to_string(g_signo.load()) +
-            " while waiting on peers; no answer to a probe within " + fmt_s(kSignalProbeS) +
-            " s from: " + describe_ranks(lost));
+        log_raw_err("hpctrain: rank " + std::to_string(g_rank) + ": stop signal " + std::to_string(g_signo.load()) +
+                    " while waiting on peers; no answer to a probe within " + fmt_s(kSignalProbeS) +
+                    " s from: " + describe_ranks(lost));
     }
     if (expired.used) {
       bool can_probe = can_probe_peers();

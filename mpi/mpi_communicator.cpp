@@ -14,6 +14,7 @@
 #include "mpi/collective_guard.hpp"
 #include "mpi/wire_bf16.hpp"
 #include "base/clock.hpp"
+#include "base/log.hpp"
 
 namespace ht {
 
@@ -172,8 +173,8 @@ MpiCommunicator::~MpiCommunicator() {
     if (joined) {
       s_->thread.join();
     } else {
-      std::fprintf(stderr, "hpctrain: rank %d: MPI communication thread still busy at shutdown; leaving it\n",
-                   rank_);
+      log_raw_err("hpctrain: rank " + std::to_string(rank_) +
+                  ": MPI communication thread still busy at shutdown; leaving it");
       s_->thread.detach();
     }
   }

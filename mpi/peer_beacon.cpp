@@ -21,6 +21,8 @@
 #include <random>
 #include <thread>
 
+#include "base/log.hpp"
+
 namespace ht {
 namespace {
 
@@ -240,8 +242,7 @@ bool peer_beacon_attach(MPI_Comm world, int rank, const std::vector<std::string>
                              "; lost peers are probed over MPI instead, which can hang until the launcher's "
                              "SIGKILL when a node dies: allow UDP between the nodes' addresses "
                              "(docs/exit_codes.md#lost-peers)\n";
-    if (::write(2, line.data(), line.size()) < 0) {
-    }
+    log_raw_err(line);
   }
   return g_ready.load();
 }

@@ -22,7 +22,6 @@
 #include <ctime>
 #include <fstream>
 #include <iomanip>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -37,6 +36,7 @@
 #include "src/cli/commands.hpp"
 #include "base/clock.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "base/tensor.hpp"
 
 #if defined(HT_HAVE_CUDA) && __has_include("cuda/cuda_context.hpp")
@@ -311,7 +311,7 @@ int bench_allreduce(const Args& args) {
       os << "# bucketer: " << o.bucket_count << " buckets of " << o.bucket_mb
          << " MiB (8 parameters each), marked in backward order, averaged\n";
     os << "# wrong elements: " << wrong_total << (wrong_total ? "  FAILED" : "  OK") << "\n";
-    std::cout << os.str() << std::flush;
+    log_raw_out(os.str());
 
     if (!o.out.empty()) {
       nlohmann::json j;

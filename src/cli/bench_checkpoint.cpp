@@ -13,7 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "io/checkpoint/checkpoint_store.hpp"
@@ -22,6 +22,7 @@
 #include "src/cli/commands.hpp"
 #include "base/clock.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace fs = std::filesystem;
 
@@ -178,8 +179,10 @@ int bench_checkpoint(const Args& args) {
   std::vector<const Tensor*> ts;
   for (auto& [n, t] : state.tensors) ts.push_back(&t);
   size_t payload = state.payload_bytes();
-  std::cout << "state: resnet18_cifar, " << nparams << " parameters, " << state.tensors.size() << " tensors, "
-            << payload << " bytes\n";
+  std::ostringstream o;  // a report's lines, printed with ostream's number formats
+  o << "state: resnet18_cifar, " << nparams << " parameters, " << state.tensors.size() << " tensors, " << payload
+    << " bytes";
+  log_raw_out(o.str());
 
   // 1) synchronous checkpoint write vs plain write + fsync, interleaved so both see the same disk state.
   std::vector<double> plain, ckpt, build, data_ms, fsync_ms, publish_ms, prune_ms, unpruned, plain_unlink;
@@ -208,12 +211,14 @@ int bench_checkpoint(const Args& args) {
     build.push_back(read_ms);
   }
   double plain_ms = median(plain), ckpt_ms = median(ckpt);
-  std::cout << "plain write+fsync: " << plain_ms << " ms;  checkpoint write: " << ckpt_ms << " ms  (ratio "
-            << ckpt_ms / plain_ms << ");  verified read: " << build[0] << " ms\n"
-            << "checkpoint parts (medians): file written " << median(data_ms) << " ms, fsync " << median(fsync_ms)
-            << " ms, rename + dir fsync + LATEST " << median(publish_ms) << " ms, pruning older checkpoints "
-            << median(prune_ms) << " ms;  without pruning " << median(unpruned) << " ms (ratio "
-            << median(unpruned) / plain_ms << ");  unlinking the plain file " << median(plain_unlink) << " ms\n";
+  o.str("");
+  o << "plain write+fsync: " << plain_ms << " ms;  checkpoint write: " << ckpt_ms << " ms  (ratio "
+    << ckpt_ms / plain_ms << ");  verified read: " << build[0] << " ms\n"
+    << "checkpoint parts (medians): file written " << median(data_ms) << " ms, fsync " << median(fsync_ms)
+    << " ms, rename + dir fsync + LATEST " << median(publish_ms) << " ms, pruning older checkpoints "
+    << median(prune_ms) << " ms;  without pruning " << median(unpruned) << " ms (ratio "
+    << median(unpruned) / plain_ms << ");  unlinking the plain file " << median(plain_unlink) << " ms";
+  log_raw_out(o.str());
 
   // 2) simulated training with asynchronous checkpoints every `every` steps.
   std::vector<float> buf(1 << 16, 1.f);
@@ -243,9 +248,11 @@ int bench_checkpoint(const Args& args) {
   std::vector<double> async_write;
   for (auto& r : writer.take_completed()) async_write.push_back(r.write_ms);
   double step_ms = median(step_idle);
-  std::cout << "simulated step: " << step_ms << " ms idle, " << median(step_writing)
-            << " ms while a write runs;  host copy " << median(copy_ms) << " ms;  save() stall "
-            << median(stall_ms) << " ms (" << 100 * median(stall_ms) / step_ms << "% of a step)\n";
+  o.str("");
+  o << "simulated step: " << step_ms << " ms idle, " << median(step_writing) << " ms while a write runs;  host copy "
+    << median(copy_ms) << " ms;  save() stall " << median(stall_ms) << " ms ("
+    << 100 * median(stall_ms) / step_ms << "% of a step)";
+  log_raw_out(o.str());
 
   nlohmann::json j;
   j["benchmark"] = "checkpoint";
@@ -292,7 +299,7 @@ int bench_checkpoint(const Args& args) {
     if (op.has_parent_path()) fs::create_directories(op.parent_path());
     std::ofstream f(out);
     f << j.dump(2) << "\n";
-    std::cout << "wrote " << out << "\n";
+    log_raw_out("wrote " + out);
   }
   fs::remove_all(dir);
   return kExitOk;

@@ -31,6 +31,7 @@
 #include "src/cli/commands.hpp"
 #include "base/error.hpp"
 #include "base/clock.hpp"
+#include "base/log.hpp"
 
 namespace fs = std::filesystem;
 
@@ -247,16 +248,16 @@ int bench_io(const Args& args) {
     doc["command"] = "mpirun -np N hpctrain bench io --data " + dir + " --batch " + std::to_string(batch);
     if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
     std::ofstream(out) << doc.dump(2) << "\n";
-    std::printf("bench io: %s, %lld samples of %.0f bytes, world_size %d, global batch %lld\n", dir.c_str(),
-                static_cast<long long>(N), sample, W, static_cast<long long>(batch));
-    std::printf("  %-16s %12s %10s %14s   (load average %.1f on %u cores)\n", "pass", "images/s", "MB/s", "images/cpu-s",
-                load1, std::thread::hardware_concurrency());
+    log_raw_out(strf("bench io: %s, %lld samples of %.0f bytes, world_size %d, global batch %lld", dir.c_str(),
+                     static_cast<long long>(N), sample, W, static_cast<long long>(batch)));
+    log_raw_out(strf("  %-16s %12s %10s %14s   (load average %.1f on %u cores)", "pass", "images/s", "MB/s", "images/cpu-s",
+                     load1, std::thread::hardware_concurrency()));
     for (auto [name, m] : {std::pair{"raw_sequential", raw}, {"read_sequential", seq}, {"read_shuffled", shuf},
                            {"read_shuffled_hdf5", shuf_h5},
                            {"loader", loader}, {"loader_augment", loader_aug}})
-      std::printf("  %-16s %12.0f %10.1f %14.0f\n", name, m.images / m.seconds, m.bytes / 1e6 / m.seconds,
-                  m.images / m.cpu_seconds);
-    std::printf("  written to %s\n", out.c_str());
+      log_raw_out(strf("  %-16s %12.0f %10.1f %14.0f", name, m.images / m.seconds, m.bytes / 1e6 / m.seconds,
+                       m.images / m.cpu_seconds));
+    log_raw_out(strf("  written to %s", out.c_str()));
   }
   return kExitOk;
 }

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <iostream>
+#include <sstream>
 #include <random>
 #include <vector>
 
@@ -16,6 +16,7 @@
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace ht {
 namespace {
@@ -100,8 +101,10 @@ int bench_peak(const Args& args) {
     const Peak p = measure(std::string(t) == "bf16" ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32,
                            size, reps);
     j[t] = {{"best_gflops", p.best_gflops}, {"mean_gflops", p.mean_gflops}, {"impl", p.impl}};
-    std::cout << "bench peak: " << t << " matmul " << size << "^3: " << p.best_gflops << " GFLOP/s best, "
-              << p.mean_gflops << " mean (" << p.impl << ", ISA " << j["isa"].get<std::string>() << ")\n";
+    std::ostringstream line;  // ostream's number formats
+    line << "bench peak: " << t << " matmul " << size << "^3: " << p.best_gflops << " GFLOP/s best, " << p.mean_gflops
+         << " mean (" << p.impl << ", ISA " << j["isa"].get<std::string>() << ")";
+    log_raw_out(line.str());
   }
   if (!out.empty()) {
     std::ofstream f(out);

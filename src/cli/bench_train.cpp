@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
@@ -80,11 +81,11 @@ int bench_train(const Args& args) {
       res[k] = recs.empty() ? 0.0 : s / static_cast<double>(recs.size());
     }
     res["images_per_s"] = res["step_ms"].get<double>() > 0 ? cfg.train.global_batch / (res["step_ms"].get<double>() / 1000) : 0.0;
-    std::printf("bench train: %s, world_size %d, global batch %d: %.1f images/s (step %.2f ms: data %.2f forward %.2f "
-                "backward %.2f allreduce %.2f optimizer %.2f)\n",
-                cfg.model.name.c_str(), dist().world_size, cfg.train.global_batch, res["images_per_s"].get<double>(),
-                res["step_ms"].get<double>(), res["data_ms"].get<double>(), res["forward_ms"].get<double>(),
-                res["backward_ms"].get<double>(), res["allreduce_ms"].get<double>(), res["optimizer_ms"].get<double>());
+    log_raw_out(strf("bench train: %s, world_size %d, global batch %d: %.1f images/s (step %.2f ms: data %.2f forward %.2f "
+                     "backward %.2f allreduce %.2f optimizer %.2f)",
+                     cfg.model.name.c_str(), dist().world_size, cfg.train.global_batch, res["images_per_s"].get<double>(),
+                     res["step_ms"].get<double>(), res["data_ms"].get<double>(), res["forward_ms"].get<double>(),
+                     res["backward_ms"].get<double>(), res["allreduce_ms"].get<double>(), res["optimizer_ms"].get<double>()));
     if (!out.empty()) {
       std::filesystem::path p(out);
       if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());

@@ -2,9 +2,10 @@
 #include "src/cli/cli_options.hpp"
 
 #include <algorithm>
-#include <iostream>
+#include <ostream>
 #include <set>
 
+#include "base/log.hpp"
 #include "mpi/dist.hpp"
 
 namespace ht {
@@ -104,7 +105,10 @@ bool CommandLine::parse(const Args& args, std::ostream* help_out) {
   }
   for (const auto& o : parsed.options)
     if (!o.unregistered && o.string_key == "help") {
-      if (dist().rank == 0) (help_out ? *help_out : std::cout) << help() << std::flush;
+      if (dist().rank == 0) {
+        if (help_out) *help_out << help() << std::flush;
+        else log_raw_out(help());
+      }
       return false;
     }
 

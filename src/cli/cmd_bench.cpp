@@ -1,16 +1,16 @@
 // hpctrain bench allreduce|io|train|checkpoint|peak: nccl-tests-style microbenchmarks. Each one warms up,
 // times, then checks correctness in a separate pass where that applies, and writes JSON under results/.
 // This is the dispatcher; each benchmark parses its own options (bench_*.cpp, with CommandLine).
-#include <iostream>
 
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace ht {
 int cmd_bench(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "usage: hpctrain bench allreduce|io|train|checkpoint|peak [options]  (hpctrain bench <name> --help)\n";
+    log_raw_out("usage: hpctrain bench allreduce|io|train|checkpoint|peak [options]  (hpctrain bench <name> --help)");
     return args.empty() ? kExitUsage : kExitOk;
   }
   Args rest(args.begin() + 1, args.end());

@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,6 +31,7 @@
 #include "mpi/dist.hpp"
 #include "mpi/gpu/nccl_communicator.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "base/test_faults.hpp"
 #include "src/cli/commands.hpp"
 #include "src/cli/doctor_analysis.hpp"
@@ -46,7 +46,7 @@ namespace po = boost::program_options;
 using nlohmann::json;
 
 void print_help() {
-  std::cout << "usage: hpctrain doctor [--run-dir DIR] [--device cuda|cpu] [--allow-shared-gpu]\n"
+  log_raw_out("usage: hpctrain doctor [--run-dir DIR] [--device cuda|cpu] [--allow-shared-gpu]\n"
                "                      [--allreduce-mb MB] [--min-free-gb GB] [--timeout-s S] [--json FILE]\n"
                "Run under the same launcher as training (mpirun -np 8 hpctrain doctor). Each rank reports\n"
                "its host, local rank and the GPU it would bind; rank 0 prints one table and every problem\n"
@@ -57,7 +57,7 @@ void print_help() {
                "  --allreduce-mb MB   size of the test allreduce (default 4)\n"
                "  --min-free-gb GB    less free space than this in the run directory is a problem (default 2)\n"
                "  --timeout-s S       time limit of NCCL initialisation and of each test allreduce (default 60)\n"
-               "  --json FILE         also write the full report as JSON (rank 0)\n";
+               "  --json FILE         also write the full report as JSON (rank 0)\n");
 }
 
 /// Parses the options (long options only, "--name value" or "--name=value", the last one given wins).
@@ -259,7 +259,7 @@ int cmd_doctor(const Args& args) {
   const DistContext& d = dist();
   const TestFaults& faults = TestFaults::get();  // an invalid HT_TEST_FAULTS is a usage error before any probe
   if (faults.active() && d.rank == 0)
-    std::cerr << "hpctrain doctor: warning: HT_TEST_FAULTS is set, injecting test faults: " << faults.spec() << "\n";
+    log_raw_err("hpctrain doctor: warning: HT_TEST_FAULTS is set, injecting test faults: " + faults.spec());
 
   std::vector<RankReport> reps = gather_reports(probe_rank(o, d.rank, d.host), d);
 
@@ -293,7 +293,7 @@ int cmd_doctor(const Args& args) {
     for (auto& p : allreduce_problems(report.allreduce, run_nccl != 0)) report.problems.push_back(std::move(p));
     report.ranks = std::move(reps);
     report.exit_code = code = exit_code_for(report.problems);
-    std::cout << format_report(report, o.device) << std::flush;
+    log_raw_out(format_report(report, o.device));
     if (!o.json_path.empty()) {
       std::ofstream f(o.json_path);
       f << json(report).dump(2) << "\n";

@@ -22,6 +22,7 @@
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "src/train/file_vetting.hpp"
 
 namespace fs = std::filesystem;
@@ -89,8 +90,8 @@ herr_t print_attr(hid_t obj, const char* name, const H5A_info_t*, void*) {
   if (!a.valid()) return 0;
   H5Handle t(H5Aget_type(a), H5Tclose);
   H5Handle s(H5Aget_space(a), H5Sclose);
-  std::printf("    %-12s %-24s %-8s = %s\n", name, type_name(t).c_str(), space_str(s).c_str(),
-              attr_value(obj, name, t, s).c_str());
+  log_raw_out(strf("    %-12s %-24s %-8s = %s", name, type_name(t).c_str(), space_str(s).c_str(),
+                   attr_value(obj, name, t, s).c_str()));
   return 0;
 }
 
@@ -98,16 +99,16 @@ herr_t print_link(hid_t group, const char* name, const H5L_info_t*, void*) {
   H5O_info_t oi;
   if (H5Oget_info_by_name(group, name, &oi, H5P_DEFAULT) < 0) return 0;
   if (oi.type == H5O_TYPE_GROUP) {
-    std::printf("  /%s: group\n", name);
+    log_raw_out(strf("  /%s: group", name));
     return 0;
   }
   if (oi.type != H5O_TYPE_DATASET) {
-    std::printf("  /%s: (other object)\n", name);
+    log_raw_out(strf("  /%s: (other object)", name));
     return 0;
   }
   H5Handle d(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
   if (!d.valid()) {
-    std::printf("  /%s: dataset (cannot open)\n", name);
+    log_raw_out(strf("  /%s: dataset (cannot open)", name));
     return 0;
   }
   H5Handle t(H5Dget_type(d), H5Tclose);
@@ -132,18 +133,18 @@ herr_t print_link(hid_t group, const char* name, const H5L_info_t*, void*) {
     H5Pget_filter2(p, static_cast<unsigned>(i), &flags, &ncv, cv, sizeof fname, fname, nullptr);
     filters += std::string(filters.empty() ? "" : ", ") + fname;
   }
-  std::printf("  /%s: %s %s, %s, filters: %s, %llu bytes stored\n", name, type_name(t).c_str(), space_str(s).c_str(),
-              layout.c_str(), filters.empty() ? "none" : filters.c_str(),
-              static_cast<unsigned long long>(H5Dget_storage_size(d)));
+  log_raw_out(strf("  /%s: %s %s, %s, filters: %s, %llu bytes stored", name, type_name(t).c_str(), space_str(s).c_str(),
+                   layout.c_str(), filters.empty() ? "none" : filters.c_str(),
+                   static_cast<unsigned long long>(H5Dget_storage_size(d))));
   return 0;
 }
 
 void print_schema(const std::string& path, hid_t file) {
-  std::printf("%s (%llu bytes)\n", path.c_str(), static_cast<unsigned long long>(fs::file_size(path)));
-  std::printf("  datasets:\n");
+  log_raw_out(strf("%s (%llu bytes)", path.c_str(), static_cast<unsigned long long>(fs::file_size(path))));
+  log_raw_out("  datasets:");
   hsize_t idx = 0;
   H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, &idx, print_link, nullptr);
-  std::printf("  root attributes:\n");
+  log_raw_out("  root attributes:");
   hsize_t aidx = 0;
   H5Aiterate2(file, H5_INDEX_NAME, H5_ITER_INC, &aidx, print_attr, nullptr);
 }
@@ -172,17 +173,17 @@ void print_statistics(Dataset& ds) {
       s2[i % C] += x * x;
     }
   }
-  std::printf("  statistics over %lld samples:\n", static_cast<long long>(info.num_samples));
-  std::printf("    label histogram:\n");
+  log_raw_out(strf("  statistics over %lld samples:", static_cast<long long>(info.num_samples)));
+  log_raw_out("    label histogram:");
   for (int k = 0; k < info.num_classes; ++k)
-    std::printf("      %3d %-16s %8lld\n", k, info.class_names[static_cast<size_t>(k)].c_str(),
-                static_cast<long long>(hist[static_cast<size_t>(k)]));
+    log_raw_out(strf("      %3d %-16s %8lld", k, info.class_names[static_cast<size_t>(k)].c_str(),
+                     static_cast<long long>(hist[static_cast<size_t>(k)])));
   double per = static_cast<double>(info.num_samples) * info.height * info.width;
   for (int c = 0; c < C; ++c) {
     double m = per > 0 ? s[c] / per : 0.0;
     double sd = per > 0 ? std::sqrt(std::max(0.0, s2[c] / per - m * m)) : 0.0;
-    std::printf("    pixel channel %d: mean %.6f std %.6f (attributes: mean %.6f std %.6f)\n", c, m, sd,
-                info.mean[static_cast<size_t>(c)], info.std[static_cast<size_t>(c)]);
+    log_raw_out(strf("    pixel channel %d: mean %.6f std %.6f (attributes: mean %.6f std %.6f)", c, m, sd,
+                     info.mean[static_cast<size_t>(c)], info.std[static_cast<size_t>(c)]));
   }
 }
 
@@ -217,7 +218,7 @@ int inspect_file(const std::string& path) {
   auto ds = open_dataset_shard(path);
   if (dist().rank == 0) {
     print_statistics(*ds);
-    std::printf("  valid hpctrain-dataset shard\n");
+    log_raw_out("  valid hpctrain-dataset shard");
   }
   return kExitOk;
 }
@@ -249,7 +250,7 @@ int inspect_run_dir(const std::string& dir) {
   if (saved.empty()) out += "    none\n";
   out += "  details of one: hpctrain inspect " + (saved.empty() ? dir + "/checkpoints/step-N.h5" : saved.back().second) +
          "; plots and a summary: hpctrain report " + dir + "\n";
-  std::fputs(out.c_str(), stdout);
+  log_raw_out(out);
   return kExitOk;
 }
 
@@ -265,15 +266,15 @@ int validate_dir(const std::string& dir, const std::string& split) {
     infos.push_back(i);
     if (infos.size() == 2) check_splits_agree(infos[0], infos[1]);  // train, then test
     if (dist().rank == 0) {
-      std::printf("%s/%s: %lld samples, %dx%dx%d (HxWxC), %d classes, mean", dir.c_str(), sp.c_str(),
-                  static_cast<long long>(i.num_samples), i.height, i.width, i.channels, i.num_classes);
-      for (float m : i.mean) std::printf(" %.4f", m);
-      std::printf(" std");
-      for (float s : i.std) std::printf(" %.4f", s);
-      std::printf(", source: %s\n", i.source.c_str());
+      std::string line = strf("%s/%s: %lld samples, %dx%dx%d (HxWxC), %d classes, mean", dir.c_str(), sp.c_str(),
+                              static_cast<long long>(i.num_samples), i.height, i.width, i.channels, i.num_classes);
+      for (float m : i.mean) line += strf(" %.4f", m);
+      line += " std";
+      for (float s : i.std) line += strf(" %.4f", s);
+      log_raw_out(line + ", source: " + i.source);
     }
   }
-  if (dist().rank == 0) std::printf("dataset %s: valid\n", dir.c_str());
+  if (dist().rank == 0) log_raw_out(strf("dataset %s: valid", dir.c_str()));
   return kExitOk;
 }
 
@@ -318,13 +319,11 @@ int cmd_inspect(const Args& args) {
     code = kExitRuntime;
     msg = e.what();
   }
-  std::fflush(stdout);
   int worst = static_cast<int>(dist_max(code));
   if (code != kExitOk && !msg.empty())
-    std::fprintf(stderr, "hpctrain: error (rank %d): %s\n", dist().rank, msg.c_str());
+    log_raw_err("hpctrain: error (rank " + std::to_string(dist().rank) + "): " + msg);
   else if (worst != kExitOk && code == kExitOk)
-    std::fprintf(stderr, "hpctrain: error (rank %d): inspect failed on another rank\n", dist().rank);
-  std::fflush(stderr);
+    log_raw_err("hpctrain: error (rank " + std::to_string(dist().rank) + "): inspect failed on another rank");
   return std::max(worst, code);
 }
 

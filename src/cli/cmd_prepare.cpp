@@ -2,13 +2,14 @@
 //   [--test-shards N] [--gzip L]: converts a public dataset to the shard schema of docs/dataset.md.
 // The test split is written as --test-shards files (default 1, i.e. DIR/test-00000-of-00001.h5);
 // --shards applies to the train split only. Only rank 0 converts when run under mpirun.
-#include <cstdio>
+#include <string>
 
 #include "io/dataset/dataset_prepare.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace ht {
 
@@ -29,12 +30,12 @@ int cmd_prepare(const Args& args) {
   if (opt.format.empty() || opt.input.empty() || opt.output.empty()) cl.fail("--format, --input and --output are required");
   if (dist().rank != 0) return kExitOk;
   PrepareResult r = prepare_dataset(opt);
-  std::printf("prepared %s: %lld train, %lld test samples\n", opt.format.c_str(),
-              static_cast<long long>(r.train_samples), static_cast<long long>(r.test_samples));
-  std::printf("train mean/std per channel:");
-  for (size_t c = 0; c < r.mean.size(); ++c) std::printf(" %.6f/%.6f", r.mean[c], r.std[c]);
-  std::printf("\n");
-  for (auto& f : r.files) std::printf("  wrote %s\n", f.c_str());
+  log_raw_out(strf("prepared %s: %lld train, %lld test samples", opt.format.c_str(),
+                   static_cast<long long>(r.train_samples), static_cast<long long>(r.test_samples)));
+  std::string line = "train mean/std per channel:";
+  for (size_t c = 0; c < r.mean.size(); ++c) line += strf(" %.6f/%.6f", r.mean[c], r.std[c]);
+  log_raw_out(line);
+  for (auto& f : r.files) log_raw_out("  wrote " + f);
   return kExitOk;
 }
 

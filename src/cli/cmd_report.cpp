@@ -108,7 +108,7 @@ int cmd_report(const Args& args) {
   std::vector<char*> argv;
   for (std::string& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
-  std::fflush(stdout);
+  std::fflush(stdout);  // stdio output of libraries, if any: its buffers do not survive execv
   std::fflush(stderr);
   ::execv(python.c_str(), argv.data());
   throw RuntimeError("report: cannot run " + python + ": " + std::strerror(errno));

@@ -3,10 +3,10 @@
 #include <boost/program_options.hpp>
 
 #include <cstdio>
-#include <iostream>
 #include <memory>
 #include <optional>
 
+#include "base/log.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/commands.hpp"
 #include "src/cli/train_args.hpp"
@@ -82,7 +82,7 @@ void print_train_help() {
                   k.default_text.empty() ? "\"\"" : k.default_text.c_str(), k.help.c_str(), accepts.c_str());
     out += line;
   }
-  std::cout << out << std::flush;
+  log_raw_out(out);
 }
 }  // namespace
 
@@ -112,8 +112,7 @@ int cmd_train(const Args& args) {
     const auto changed = config_differences(Config{}, cfg);
     for (const auto& c : changed) text += "\n  " + c.key + " = " + c.to;
     if (changed.empty()) text += " none";
-    text += "\n";
-    std::cout << text << std::flush;
+    log_info(text);
   }
   Trainer trainer(cfg);
   CheckpointManager checkpoints(trainer, ckpt_args);  // signals, resume, periodic/final checkpoints

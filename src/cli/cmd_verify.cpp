@@ -15,6 +15,7 @@
 #include "io/h5_verify.hpp"
 #include "base/child_process.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "base/test_faults.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
@@ -50,8 +51,7 @@ namespace {
     text = e.what();
   }
   text += "\n";
-  std::fwrite(text.data(), 1, text.size(), stderr);
-  std::fflush(stderr);
+  log_raw_err(text);  // the parent reads it from this process's stderr
   ::_exit(code);
 }
 
@@ -84,13 +84,12 @@ int cmd_verify(const Args& args) {
   bool bad = false, runtime = false;
   for (const auto& r : v) {
     if (r.ok) {
-      std::printf("%s\n", r.message.c_str());
+      log_raw_out(r.message);
     } else {
-      std::fprintf(stderr, "hpctrain: error: %s\n", r.message.c_str());
+      log_error(r.message);  // verify runs without MPI: one rank, no rank in the prefix
       (r.runtime ? runtime : bad) = true;
     }
   }
-  std::fflush(stdout);
   return bad ? kExitUsage : runtime ? kExitRuntime : kExitOk;
 }
 

@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <iostream>
 #include <optional>
 #include <string>
 
+#include "base/log.hpp"
 #include "mpi/collective_guard.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
@@ -20,7 +20,7 @@
 namespace {
 
 void usage() {
-  std::cout << "usage: hpctrain <command> [options]\n"
+  ht::log_raw_out("usage: hpctrain <command> [options]\n"
                "  train    --config FILE [--section.key value ...]   train a model\n"
                "  prepare  --format fashion-mnist|cifar10 --input DIR --output DIR [--shards N]\n"
                "  bench    allreduce|io|train|checkpoint|peak [...]  microbenchmarks (allreduce busbw, data reading,\n"
@@ -31,19 +31,13 @@ void usage() {
                "  verify   FILE...                                   vet HDF5 files in a time-limited process\n"
                "  report   RUN_DIR... [--out DIR]                    plots and a summary of runs (metrics.jsonl)\n"
                "  --version                                          version, commit, build and library versions\n"
-               "Run 'hpctrain <command> --help' for a command's options.\n";
-}
-
-// One write per message, so that lines from several ranks do not interleave.
-void say(const std::string& line) {
-  std::string s = line + "\n";
-  std::fwrite(s.data(), 1, s.size(), stderr);
-  std::fflush(stderr);
+               "Run 'hpctrain <command> --help' for a command's options.\n");
 }
 
 // A code returned by a command is agreed by all ranks (a clean exit); a code from an exception may be
 // one rank's alone, so with several ranks it ends the job with MPI_Abort.
 int finish(int code, bool from_exception) {
+  // The log writes unbuffered; this flushes what libraries left in stdio before MPI_Abort.
   std::fflush(stdout);
   std::fflush(stderr);
   if (from_exception && ht::dist().world_size > 1) ht::dist_abort(code);
@@ -74,7 +68,7 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "--version" || cmd == "version") {
     // Before MPI: it must work on a login node and inside a container without a launcher.
-    std::cout << ht::format_build_info(ht::build_info());
+    ht::log_raw_out(ht::format_build_info(ht::build_info()));
     return ht::kExitOk;
   }
   ht::Args args(argv + 2, argv + argc);
@@ -84,10 +78,10 @@ int main(int argc, char** argv) {
     try {
       return cmd == "verify" ? ht::cmd_verify(args) : ht::cmd_report(args);
     } catch (const ht::UsageError& e) {
-      say(std::string("hpctrain: error: ") + e.what());
+      ht::log_error(e.what());  // no MPI here: one rank, so no rank in the prefix
       return ht::kExitUsage;
     } catch (const std::exception& e) {
-      say(std::string("hpctrain: fatal: ") + e.what());
+      ht::log_fatal(e.what());
       return ht::kExitRuntime;
     }
   }
@@ -98,7 +92,7 @@ int main(int argc, char** argv) {
   try {
     ht::dist_init(&argc, &argv);
   } catch (const std::exception& e) {
-    std::cerr << "hpctrain: MPI initialisation failed: " << e.what() << "\n";
+    ht::log_raw_err(std::string("hpctrain: MPI initialisation failed: ") + e.what());
     return ht::kExitRuntime;
   }
   int code = ht::kExitOk;
@@ -116,8 +110,8 @@ int main(int argc, char** argv) {
     else if (cmd == "inspect") code = ht::cmd_inspect(args);
     else {
       if (ht::dist().rank == 0) {
-        std::cerr << "hpctrain: unknown command '" << cmd << "' (did you mean '"
-                  << ht::closest_match(cmd, {"train", "prepare", "bench", "doctor", "inspect", "verify", "report", "version"}) << "'?)\n";
+        ht::log_raw_err("hpctrain: unknown command '" + cmd + "' (did you mean '" +
+                        ht::closest_match(cmd, {"train", "prepare", "bench", "doctor", "inspect", "verify", "report", "version"}) + "'?)");
         usage();
       }
       code = ht::kExitUsage;
@@ -125,14 +119,14 @@ int main(int argc, char** argv) {
     from_exception = false;
   } catch (const ht::CollectiveUsageError& e) {
     // Every rank raised it together: a clean exit 2 on all ranks, no MPI_Abort.
-    if (e.reported) say("hpctrain: error (rank " + std::to_string(ht::dist().rank) + "): " + e.what());
+    if (e.reported) ht::log_raw_err("hpctrain: error (rank " + std::to_string(ht::dist().rank) + "): " + e.what());
     code = ht::kExitUsage;
     from_exception = false;
   } catch (const ht::UsageError& e) {
-    say("hpctrain: error (rank " + std::to_string(ht::dist().rank) + "): " + e.what());
+    ht::log_raw_err("hpctrain: error (rank " + std::to_string(ht::dist().rank) + "): " + e.what());
     code = ht::kExitUsage;
   } catch (const std::exception& e) {
-    say("hpctrain: fatal (rank " + std::to_string(ht::dist().rank) + " on " + ht::dist().host + "): " + e.what());
+    ht::log_raw_err("hpctrain: fatal (rank " + std::to_string(ht::dist().rank) + " on " + ht::dist().host + "): " + e.what());
     code = ht::kExitRuntime;
   }
   return finish(code, from_exception);

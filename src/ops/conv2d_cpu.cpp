@@ -21,6 +21,7 @@
 #include "src/ops/conv2d.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/dnnl_weighted_op.hpp"
+#include "base/log.hpp"
 #include "base/test_faults.hpp"
 #include "src/ops/cpu_precision.hpp"
 
@@ -266,7 +267,7 @@ PassAlgos check_fast_path(const ConvKey& key) {
                   "pass runs direct convolution\n",
                   sh.r, sh.s, sh.c, sh.k, sh.c, sh.h, sh.w, sh.n, kPassNames[pass], algo_name(candidate), err,
                   kConvFastPathBound, onednn_cpu_isa().c_str());
-    std::fputs(line, stderr);  // one write, so ranks' lines do not interleave
+    log_raw_err(line);  // every rank that sees it; no "(rank R on HOST)" as log_warn would add
   }
   g_check_seconds.fetch_add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return chosen;

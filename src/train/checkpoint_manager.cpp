@@ -10,13 +10,13 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <iostream>
 #include <vector>
 
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/metrics.hpp"
 #include "mpi/communicator.hpp"
 #include "mpi/dist.hpp"
+#include "base/log.hpp"
 #include "base/test_faults.hpp"
 #include "src/train/config.hpp"
 #include "src/train/file_vetting.hpp"
@@ -87,7 +87,7 @@ CheckpointManager::~CheckpointManager() {
     try {
       writer_->wait();
     } catch (const std::exception& e) {
-      if (!failed_) std::cerr << "hpctrain: " << e.what() << "\n";  // (run_end reported it already)
+      if (!failed_) log_raw_err(std::string("hpctrain: ") + e.what());  // (run_end reported it already)
     }
   }
   retire_stop_signals();
@@ -96,14 +96,15 @@ CheckpointManager::~CheckpointManager() {
 CheckpointManager::StartPlan CheckpointManager::plan_start() {
   StartPlan plan;
   const std::string& dir = cfg_.run.dir;
-  auto warn = [](const std::string& w) { std::cerr << ("hpctrain: warning: " + w + "\n") << std::flush; };  // one write
+  // Rank 0 only; the text has no "(rank R on HOST)" (log_warn would add it with several ranks).
+  auto warn = [](const std::string& w) { log_raw_err("hpctrain: warning: " + w); };
   if (cfg_.run.fresh && !list_checkpoints(dir).empty()) {
     char stamp[32];
     std::snprintf(stamp, sizeof stamp, "%lld", static_cast<long long>(std::time(nullptr)));
     fs::path aside = fs::path(dir) / ("checkpoints.before-fresh-" + std::string(stamp));
     fs::rename(checkpoint_dir(dir), aside);
     fs::remove(fs::path(dir) / "LATEST");
-    std::cout << "hpctrain: run.fresh: previous checkpoints moved to " << aside.string() << "\n";
+    log_info("hpctrain: run.fresh: previous checkpoints moved to " + aside.string());
   }
   for (auto& p : clean_temporary_files(dir)) warn("removed leftover temporary file " + p + " (an interrupted write)");
   bool had_any = !list_checkpoints(dir).empty();
@@ -216,13 +217,13 @@ void CheckpointManager::start() {
     const auto skip = t_.restore_state(plan.state, args_.reset_head ? RestoreScope::params_reset_head
                                                                     : RestoreScope::params);
     if (rank_ == 0) {
-      std::cout << "hpctrain: initialised parameters from " << plan.from;
+      std::string line = "hpctrain: initialised parameters from " + plan.from;
       if (!skip.empty()) {
-        std::cout << " (head reset:";
-        for (auto& s : skip) std::cout << " " << s;
-        std::cout << ")";
+        line += " (head reset:";
+        for (auto& s : skip) line += " " + s;
+        line += ")";
       }
-      std::cout << "; training starts at step 0\n" << std::flush;
+      log_info(line + "; training starts at step 0");
     }
     return;
   }
@@ -232,39 +233,37 @@ void CheckpointManager::start() {
   const int64_t saved_world = plan.state.world_size;
   if (rank_ == 0) {
     double lr = learning_rate(cfg_.optim, p.step, total_steps_, steps_per_epoch_);
-    std::printf("hpctrain: resumed from %s: step %lld, epoch %d (step %lld of %lld in the epoch), lr %.6g, "
-                "saved with world_size %lld, now %d\n",
-                plan.from.c_str(), static_cast<long long>(p.step), p.epoch + 1,
-                static_cast<long long>(p.step_in_epoch), static_cast<long long>(steps_per_epoch_), lr,
-                static_cast<long long>(saved_world), world_);
+    log_info(strf("hpctrain: resumed from %s: step %lld, epoch %d (step %lld of %lld in the epoch), lr %.6g, "
+                  "saved with world_size %lld, now %d",
+                  plan.from.c_str(), static_cast<long long>(p.step), p.epoch + 1,
+                  static_cast<long long>(p.step_in_epoch), static_cast<long long>(steps_per_epoch_), lr,
+                  static_cast<long long>(saved_world), world_));
     if (!plan.config_changes.empty()) {
       std::string list;
       for (const auto& c : plan.config_changes) list += (list.empty() ? "" : ", ") + c;
-      std::printf("hpctrain: note: the config differs from the one saved in the checkpoint: %s\n", list.c_str());
+      log_info("hpctrain: note: the config differs from the one saved in the checkpoint: " + list);
     }
     if (!args_.init_from.empty())
-      std::printf("hpctrain: note: ignoring --init-from %s: run.dir = %s has checkpoints, so this run resumes at step "
-                  "%lld (a new run.dir, or --run.fresh true, starts from %s instead)\n",
-                  args_.init_from.c_str(), cfg_.run.dir.c_str(), static_cast<long long>(p.step),
-                  args_.init_from.c_str());
+      log_info(strf("hpctrain: note: ignoring --init-from %s: run.dir = %s has checkpoints, so this run resumes at "
+                    "step %lld (a new run.dir, or --run.fresh true, starts from %s instead)",
+                    args_.init_from.c_str(), cfg_.run.dir.c_str(), static_cast<long long>(p.step),
+                    args_.init_from.c_str()));
     const int64_t saved_total = plan.state.total_steps;
     if (saved_total > 0 && saved_total != total_steps_ && cfg_.optim.schedule != LrSchedule::constant) {
       // The schedule is a function of the planned length: a changed train.max_steps or train.epochs
       // re-stretches it from here on, which a user resuming "to train a bit longer" rarely expects.
       const double lr_saved_plan = learning_rate(cfg_.optim, p.step, saved_total, steps_per_epoch_);
-      std::fprintf(stderr,
-                   "hpctrain: warning: the %s learning-rate schedule was planned over %lld steps when %s was saved "
-                   "and is now planned over %lld steps (train.max_steps or train.epochs changed): at step %lld the "
-                   "learning rate moves from %.6g (saved plan) to %.6g. Resume with the saved train.max_steps / "
-                   "train.epochs to keep the schedule\n",
-                   to_string(cfg_.optim.schedule), static_cast<long long>(saved_total), plan.from.c_str(),
-                   static_cast<long long>(total_steps_), static_cast<long long>(p.step), lr_saved_plan, lr);
+      log_raw_err(strf("hpctrain: warning: the %s learning-rate schedule was planned over %lld steps when %s was "
+                       "saved and is now planned over %lld steps (train.max_steps or train.epochs changed): at step "
+                       "%lld the learning rate moves from %.6g (saved plan) to %.6g. Resume with the saved "
+                       "train.max_steps / train.epochs to keep the schedule",
+                       to_string(cfg_.optim.schedule), static_cast<long long>(saved_total), plan.from.c_str(),
+                       static_cast<long long>(total_steps_), static_cast<long long>(p.step), lr_saved_plan, lr));
     }
     if (world_ > 1 && saved_world == world_ && !has_rank_buffers(plan.state) && !t_.model().params().buffers().empty())
-      std::printf("hpctrain: note: %s holds no per-rank buffers (checkpoint format version 1): every rank starts "
-                  "from the ranks' average running statistics, so this resume is not bitwise exact\n",
-                  plan.from.c_str());
-    std::fflush(stdout);
+      log_info("hpctrain: note: " + plan.from +
+               " holds no per-rank buffers (checkpoint format version 1): every rank starts from the ranks' average "
+               "running statistics, so this resume is not bitwise exact");
     if (metrics_)
       metrics_->write({{"event", "resume"}, {"path", plan.from}, {"step", p.step}, {"epoch", p.epoch + 1},
                        {"step_in_epoch", p.step_in_epoch}, {"lr", lr}, {"saved_world_size", saved_world},
@@ -315,9 +314,8 @@ void CheckpointManager::report_completed() {
                        {"reason", p.reason}, {"removed", r.removed}});
     t_.budget().set_checkpoint_cost_s((p.copy_ms + p.stall_ms + r.write_ms) / 1000.0);  // the final save's forecast
     if (auto change = schedule_.record_cost((p.copy_ms + p.stall_ms + r.write_ms) / 1000.0)) {
-      std::printf("hpctrain: checkpoint interval (Young/Daly) for C %.3f s and MTBF %.1f min: %.1f s\n",
-                  change->cost_s, schedule_.mtbf_minutes(), change->interval_s);
-      std::fflush(stdout);
+      log_info(strf("hpctrain: checkpoint interval (Young/Daly) for C %.3f s and MTBF %.1f min: %.1f s",
+                    change->cost_s, schedule_.mtbf_minutes(), change->interval_s));
       if (metrics_)
         metrics_->write({{"event", "checkpoint_interval"}, {"rule", "young_daly"}, {"cost_s", change->cost_s},
                          {"mtbf_minutes", schedule_.mtbf_minutes()}, {"interval_s", change->interval_s}});
@@ -392,7 +390,7 @@ void CheckpointManager::run_end(TrainSummary& s) {
                                        "\nhpctrain: every rank stops; the previous checkpoint and LATEST are kept\n"
                                  : "hpctrain: rank " + std::to_string(rank_) + " stops at step " +
                                        std::to_string(p.step) + ": rank 0 could not write a checkpoint\n";
-    std::cerr << msg << std::flush;
+    log_raw_err(msg);
     return;
   }
   if (stop_) {
@@ -410,21 +408,19 @@ void CheckpointManager::run_end(TrainSummary& s) {
                 "'job has been aborted' notice"
               : "exit code 75, mpirun's too, after Open MPI's 'job has been aborted' notice, which it prints for "
                 "any non-zero exit";
-      std::printf("hpctrain: stopped by %s after step %lld: checkpoint %s saved; rerun the same command to resume "
-                  "(%s)\n",
-                  sig.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str(),
-                  shell.c_str());
-      std::fflush(stdout);
+      log_info(strf("hpctrain: stopped by %s after step %lld: checkpoint %s saved; rerun the same command to resume "
+                    "(%s)",
+                    sig.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str(),
+                    shell.c_str()));
     }
   } else if (budget_stop_) {
     s.exit_code = kExitBudget;
     s.status = "budget";
     if (rank_ == 0) {
-      std::printf("hpctrain: budget: %s: stopped after step %lld, checkpoint %s saved; raise the limit and rerun the "
-                  "same command to resume (exit code 3)\n",
-                  budget_reason_.c_str(), static_cast<long long>(p.step),
-                  checkpoint_path(cfg_.run.dir, p.step).c_str());
-      std::fflush(stdout);
+      log_info(strf("hpctrain: budget: %s: stopped after step %lld, checkpoint %s saved; raise the limit and rerun "
+                    "the same command to resume (exit code 3)",
+                    budget_reason_.c_str(), static_cast<long long>(p.step),
+                    checkpoint_path(cfg_.run.dir, p.step).c_str()));
     }
   }
 }

@@ -1,12 +1,13 @@
 #include "src/train/device_select.hpp"
 
-#include <iostream>
+#include <string>
 
 #include "mpi/gpu/gpu_binding.hpp"
 #include "cuda/cuda_context.hpp"
 #include "cuda/gpu_env.hpp"
 #include "mpi/dist.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 
 #if defined(HT_HAVE_CUDA)
 #include <cuda_runtime.h>
@@ -74,8 +75,8 @@ Device select_device(DeviceChoice requested, int local_rank, bool allow_shared_g
   (void)allow_shared_gpu;
 #endif
   if (dist().rank == 0)
-    std::cout << "hpctrain: train.device = " << to_string(requested) << " -> " << device_name(d)
-              << (d == Device::cpu && requested == DeviceChoice::automatic ? " (" + why + ")" : std::string()) << "\n";
+    log_info(std::string("hpctrain: train.device = ") + to_string(requested) + " -> " + device_name(d) +
+             (d == Device::cpu && requested == DeviceChoice::automatic ? " (" + why + ")" : std::string()));
   return d;
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace ht {
 namespace {
@@ -80,8 +81,8 @@ RunDirLock::RunDirLock(const std::string& run_dir, double wait_s) {
     if (!waited) {  // say it once: a silent wait of wait_s looks like a hang
       const std::string line = "hpctrain: run.dir = " + run_dir + " is locked by another job (" +
                                describe_holder(read_all(fd_)) + "); waiting up to " +
-                               std::to_string(static_cast<int>(wait_s)) + " s for it to end\n";
-      std::fwrite(line.data(), 1, line.size(), stderr);
+                               std::to_string(static_cast<int>(wait_s)) + " s for it to end";
+      log_raw_err(line);
     }
     waited = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

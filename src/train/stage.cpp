@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 
 #include "mpi/dist.hpp"
 #include "base/clock.hpp"
 #include "base/hash.hpp"
+#include "base/log.hpp"
 #include "base/test_faults.hpp"
 #include "src/train/config.hpp"
 #include "src/train/file_vetting.hpp"
@@ -173,7 +173,7 @@ std::string stage_dataset(const Config& cfg) {
                   "(%.0f MB/s), %d already staged and identical\n",
                   d.host.c_str(), d.local_size, r.copied, r.files, target.c_str(),
                   static_cast<double>(r.bytes_copied) / 1e6, r.seconds, mb_s, r.files - r.copied);
-    std::cout << line << std::flush;
+    log_info_every_rank(line);  // one line per node (its local rank 0)
   }
   return target;
 }

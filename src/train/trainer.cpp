@@ -12,6 +12,7 @@
 #include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
 #include "base/clock.hpp"
+#include "base/log.hpp"
 #include "src/train/build_info.hpp"
 #include "src/train/precision.hpp"
 #include "src/ops/cpu_precision.hpp"
@@ -232,12 +233,12 @@ void Trainer::advance_progress(const StepMetrics& m) {
   if (!m.loss_scale_backoff) prog_.nonfinite_in_row++;
   prog_.nonfinite_total++;
   if (rank_ == 0 && m.loss_scale_backoff)
-    std::printf("[epoch %d] step %lld skipped: non-finite gradient at loss scale %g, halved\n", m.epoch,
-                static_cast<long long>(m.step), m.loss_scale.value_or(0));
+    log_info(strf("[epoch %d] step %lld skipped: non-finite gradient at loss scale %g, halved", m.epoch,
+                  static_cast<long long>(m.step), m.loss_scale.value_or(0)));
   else if (rank_ == 0)
-    std::printf("[epoch %d] step %lld skipped: non-finite loss or gradient (%lld in a row, limit %d)\n", m.epoch,
-                static_cast<long long>(m.step), static_cast<long long>(prog_.nonfinite_in_row),
-                cfg_.train.max_nonfinite_steps);
+    log_info(strf("[epoch %d] step %lld skipped: non-finite loss or gradient (%lld in a row, limit %d)", m.epoch,
+                  static_cast<long long>(m.step), static_cast<long long>(prog_.nonfinite_in_row),
+                  cfg_.train.max_nonfinite_steps));
   if (prog_.nonfinite_in_row >= cfg_.train.max_nonfinite_steps)
     throw RuntimeError("step " + std::to_string(m.step) + ": " + std::to_string(prog_.nonfinite_in_row) +
                        " steps in a row had a non-finite loss or gradient (train.max_nonfinite_steps = " +
@@ -263,10 +264,9 @@ void Trainer::record_step(StepMetrics& m, int64_t trace_begin_us) {
 void Trainer::log_progress(const StepMetrics& m, double elapsed_s) {
   const int64_t done = prog_.step;
   const double eta = done > 0 ? elapsed_s / static_cast<double>(done) * static_cast<double>(total_steps_ - done) : NAN;
-  std::printf("[epoch %d] step %lld/%lld loss %.4f lr %.5g %.0f img/s ETA %s%s\n", prog_.epoch + 1,
-              static_cast<long long>(done), static_cast<long long>(total_steps_), m.loss.value_or(NAN), m.lr,
-              m.images_per_s, fmt_duration(eta).c_str(), budget_->console_text().c_str());
-  std::fflush(stdout);
+  log_info(strf("[epoch %d] step %lld/%lld loss %.4f lr %.5g %.0f img/s ETA %s%s", prog_.epoch + 1,
+                static_cast<long long>(done), static_cast<long long>(total_steps_), m.loss.value_or(NAN), m.lr,
+                m.images_per_s, fmt_duration(eta).c_str(), budget_->console_text().c_str()));
 }
 
 void Trainer::end_epoch(int epoch, bool stop, bool interrupted) {
@@ -325,7 +325,8 @@ void Trainer::write_run_end(double wall_s) {
     std::snprintf(buf, sizeof buf, ", test top1 %.4f", summary_.test_top1);
     text += buf;
   }
-  text += "," + budget_->console_text() + "\n";
+  text += ",";  // appended piecewise: GCC 12's -Wrestrict false positive on "," + std::string&&
+  text += budget_->console_text() + "\n";
   const auto saved = list_checkpoints(cfg_.run.dir);
   text += "run directory: " + cfg_.run.dir + " (config.ini, metrics.jsonl" +
           (saved.empty() ? std::string(", no checkpoint") : "; last checkpoint " + saved.back().second) + ")\n";
@@ -334,8 +335,7 @@ void Trainer::write_run_end(double wall_s) {
             "; hpctrain report " + cfg_.run.dir + " shows the run so far\n";
   else if (summary_.status == "finished")
     text += "next: hpctrain report " + cfg_.run.dir + "\n";
-  std::fwrite(text.data(), 1, text.size(), stdout);  // one write: lines of other ranks do not split it
-  std::fflush(stdout);
+  log_info(text);
 }
 
 }  // namespace ht

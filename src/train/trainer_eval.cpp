@@ -5,6 +5,7 @@
 #include "mpi/dist.hpp"
 #include "base/clock.hpp"
 #include "base/hash.hpp"
+#include "base/log.hpp"
 #include "src/ops/softmax_xent.hpp"
 #include "src/train/trainer.hpp"
 
@@ -60,9 +61,8 @@ void Trainer::evaluate(int epoch) {
   summary_.test_top1 = count > 0 ? correct / count : 0;
   if (rank_ == 0) {
     const double ms = ms_since(t0);
-    std::printf("[epoch %d] test loss %.4f top1 %.4f over %.0f samples (%.1f s)\n", epoch + 1, summary_.test_loss,
-                summary_.test_top1, count, ms / 1000);
-    std::fflush(stdout);
+    log_info(strf("[epoch %d] test loss %.4f top1 %.4f over %.0f samples (%.1f s)", epoch + 1, summary_.test_loss,
+                  summary_.test_top1, count, ms / 1000));
     metrics_->write({{"event", "eval"}, {"epoch", epoch + 1}, {"step", prog_.step}, {"loss", summary_.test_loss},
                      {"top1", summary_.test_top1}, {"samples", static_cast<int64_t>(count)}, {"eval_ms", ms}});
   }
@@ -71,11 +71,9 @@ void Trainer::evaluate(int epoch) {
 void Trainer::evaluate_final_again() {
   // The epoch the last step belongs to (0-based): the one just finished, or the one max_steps ended inside.
   const int epoch = prog_.step_in_epoch == 0 && prog_.epoch > 0 ? prog_.epoch - 1 : prog_.epoch;
-  if (rank_ == 0) {
-    std::printf("resumed at the final step %lld: evaluating the final model again for the run's record\n",
-                static_cast<long long>(prog_.step));
-    std::fflush(stdout);
-  }
+  if (rank_ == 0)
+    log_info(strf("resumed at the final step %lld: evaluating the final model again for the run's record",
+                  static_cast<long long>(prog_.step)));
   TraceSpan s(trace_, "evaluate");
   evaluate(epoch);
 }

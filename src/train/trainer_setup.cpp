@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
+#include <sstream>
 
 #include "cuda/cuda_context.hpp"
 #include "cuda/gpu_env.hpp"
@@ -15,6 +15,7 @@
 #include "mpi/gpu/communicator_factory.hpp"
 #include "mpi/dist.hpp"
 #include "base/clock.hpp"
+#include "base/log.hpp"
 #include "base/test_faults.hpp"
 #include "src/train/precision.hpp"
 #include "src/train/device_select.hpp"
@@ -43,10 +44,10 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
     if (rank_ == 0 && v.files > 0) {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.2f", v.seconds);
-      std::cout << "hpctrain: verify: " << v.files << " dataset file(s): " << v.vetted << " vetted in child processes, "
-                << v.files - v.vetted << " unchanged since vetted (" << cfg_.run.dir << "/verified.tsv); " << secs
-                << " s\n"
-                << std::flush;
+      std::ostringstream o;
+      o << "hpctrain: verify: " << v.files << " dataset file(s): " << v.vetted << " vetted in child processes, "
+        << v.files - v.vetted << " unchanged since vetted (" << cfg_.run.dir << "/verified.tsv); " << secs << " s";
+      log_info(o.str());
     }
   }
   int threads = 1;
@@ -74,7 +75,8 @@ void Trainer::setup_local(int& threads) {
 void Trainer::setup_test_faults() {
   const TestFaults& tf = TestFaults::get();  // UsageError for an unknown name or a bad value
   if (!tf.active()) return;
-  if (rank_ == 0) std::cerr << "hpctrain: warning: HT_TEST_FAULTS is set: injecting faults: " << tf.spec() << std::endl;
+  // Rank 0 only, without log_warn's "(rank R on HOST)".
+  if (rank_ == 0) log_raw_err("hpctrain: warning: HT_TEST_FAULTS is set: injecting faults: " + tf.spec());
   faults_ = StepFaults::for_rank(rank_);
 }
 
@@ -267,24 +269,24 @@ void Trainer::open_run_files(int threads) {
   if (rank_ != 0) return;
   std::ofstream(fs::path(cfg_.run.dir) / "config.ini") << to_ini(cfg_);
   metrics_ = std::make_unique<MetricsWriter>((fs::path(cfg_.run.dir) / "metrics.jsonl").string());
-  std::cout << "hpctrain: " << world_ << " rank(s), device " << device_name(device_) << ", model "
-            << model_->spec().name << " (" << model_->params().num_params() << " parameters), global batch "
-            << cfg_.train.global_batch << " = " << world_ << " x " << micro_batch_ << " x "
-            << cfg_.train.accumulation_steps << " (world_size x micro-batch x accumulation), " << steps_per_epoch_
-            << " steps/epoch";
+  std::ostringstream o;
+  o << "hpctrain: " << world_ << " rank(s), device " << device_name(device_) << ", model " << model_->spec().name
+    << " (" << model_->params().num_params() << " parameters), global batch " << cfg_.train.global_batch << " = "
+    << world_ << " x " << micro_batch_ << " x " << cfg_.train.accumulation_steps
+    << " (world_size x micro-batch x accumulation), " << steps_per_epoch_ << " steps/epoch";
   if (n_train_ % cfg_.train.global_batch)
-    std::cout << " (last " << n_train_ % cfg_.train.global_batch
-              << " samples of each epoch's permutation dropped: every rank runs the same steps)";
-  std::cout << ", " << threads << " thread(s)/rank\n" << std::flush;
+    o << " (last " << n_train_ % cfg_.train.global_batch
+      << " samples of each epoch's permutation dropped: every rank runs the same steps)";
+  o << ", " << threads << " thread(s)/rank";
+  log_info(o.str());
   // Old-format shards still train; say once per run that they lack HDF5's metadata checksums.
   std::vector<std::string> old = train_ds_->info().version1_shards;
   if (test_ds_)
     for (auto& p : test_ds_->info().version1_shards) old.push_back(p);
   if (!old.empty())
-    std::cerr << "hpctrain: warning: " << old.size() << " shard(s) of data.dir = " << cfg_.data.dir
-              << " are in shard format version 1 (HDF5's original file format, no metadata checksums), e.g. "
-              << old.front() << ": re-run 'hpctrain prepare' to rewrite them in version 2 (docs/dataset.md)\n"
-              << std::flush;
+    log_raw_err("hpctrain: warning: " + std::to_string(old.size()) + " shard(s) of data.dir = " + cfg_.data.dir +
+                " are in shard format version 1 (HDF5's original file format, no metadata checksums), e.g. " +
+                old.front() + ": re-run 'hpctrain prepare' to rewrite them in version 2 (docs/dataset.md)");
 }
 
 }  // namespace ht

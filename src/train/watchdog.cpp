@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <thread>
 
 #include "io/metrics.hpp"
 #include "mpi/dist.hpp"
+#include "base/log.hpp"
 #include "base/test_faults.hpp"
 
 namespace ht {
@@ -177,10 +177,8 @@ std::vector<WatchdogWarning> Watchdog::on_step(const StepMetrics& m, MetricsWrit
     if (it != last_.end() && now - it->second < std::chrono::duration<double>(opt_.repeat_minutes * 60)) continue;
     last_[w.kind] = now;
     ++emitted_;
-    // One write: another rank's output must not split the line.
-    std::cerr << ("hpctrain: warning (watchdog, steps " + std::to_string(first) + "-" + std::to_string(last) +
-                  "): " + w.message + "; knob: " + w.knob + "\n")
-              << std::flush;
+    log_raw_err("hpctrain: warning (watchdog, steps " + std::to_string(first) + "-" + std::to_string(last) +
+                "): " + w.message + "; knob: " + w.knob);
     if (metrics) {
       nlohmann::json j = {{"event", "warning"}, {"source", "watchdog"}, {"kind", w.kind},
                           {"step", last},      {"first_step", first},   {"message", w.message},
