@@ -27,7 +27,7 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
                           Tensor& dgamma, Tensor& dbeta, bool accumulate);
 
 /// The device halves of the functions above, called by them once the arguments are checked. CPU:
-/// src/ops/batchnorm2d_cpu.cpp (oneDNN); GPU: src/ops/batchnorm2d_gpu.cu (cuDNN), defined in CUDA
+/// src/ops/batchnorm2d.cpp (oneDNN); GPU: src/ops/batchnorm2d_gpu.cu (cuDNN), defined in CUDA
 /// builds only (HT_HAVE_CUDA).
 void batchnorm2d_forward_train_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                    const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,

@@ -6,7 +6,7 @@
 //   P = (H + 2*pad - R)/stride + 1, Q = (W + 2*pad - S)/stride + 1.
 // Parameter gradients dw/db are overwritten, or added to when accumulate is true (gradient
 // accumulation over micro-batches). Throws RuntimeError on shape/device/dtype mismatch.
-// CPU: oneDNN convolution primitives (src/ops/conv2d_cpu.cpp); CUDA: cuDNN (src/ops/conv2d_gpu.cu).
+// CPU: oneDNN convolution primitives (src/ops/conv2d.cpp); CUDA: cuDNN (src/ops/conv2d_gpu.cu).
 #include "src/ops/op.hpp"
 
 namespace ht {
@@ -18,7 +18,7 @@ void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, 
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 
 /// The device halves of the two functions above, called by them once the arguments are checked (the
-/// halves trust their arguments). CPU: src/ops/conv2d_cpu.cpp (oneDNN); GPU: src/ops/conv2d_gpu.cu
+/// halves trust their arguments). CPU: src/ops/conv2d.cpp (oneDNN); GPU: src/ops/conv2d_gpu.cu
 /// (cuDNN), defined in CUDA builds only (HT_HAVE_CUDA).
 void conv2d_forward_cpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                         Tensor& y);

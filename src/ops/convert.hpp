@@ -2,7 +2,7 @@
 // Conversion of an activation between precisions and their memory orders: float32 NCHW <->
 // bfloat16/float16 NHWC for 4-D tensors (src/ops/op.hpp), element by element otherwise.
 // Rounding to the low precision is round-to-nearest-even with NaN and infinity kept (base/bf16.hpp).
-// CPU: one oneDNN reorder per shape (src/ops/convert_cpu.cpp); CUDA: src/ops/convert_gpu.cu.
+// CPU: one oneDNN reorder per shape (src/ops/convert.cpp); CUDA: src/ops/convert_gpu.cu.
 #include "src/ops/op.hpp"
 
 namespace ht {
@@ -11,7 +11,7 @@ namespace ht {
 /// Throws RuntimeError on a shape, dtype or device mismatch.
 void convert_tensor(const Tensor& src, Tensor& dst);
 /// The device halves of convert_tensor, called by it once the arguments are checked: CPU
-/// src/ops/convert_cpu.cpp; GPU src/ops/convert_gpu.cu, defined in CUDA builds only (HT_HAVE_CUDA).
+/// src/ops/convert.cpp; GPU src/ops/convert_gpu.cu, defined in CUDA builds only (HT_HAVE_CUDA).
 void convert_tensor_cpu(const Tensor& src, Tensor& dst);
 void convert_tensor_gpu(const Tensor& src, Tensor& dst);
 

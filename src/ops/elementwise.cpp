@@ -1,4 +1,11 @@
+// elementwise: the dispatcher (arguments checked once, then this file's CPU half or the GPU half in
+// src/ops/elementwise_gpu.cu, CUDA builds only) and the CPU half.
 #include "src/ops/elementwise.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include "base/bf16.hpp"
 
 namespace ht {
 
@@ -67,5 +74,115 @@ int64_t count_nonfinite(const Tensor& x) {
   no_cuda("count_nonfinite");
 #endif
 }
+
+}  // namespace ht
+
+// ---- The CPU half ----
+// CPU element-wise ops: plain loops over the HT_HD math of src/ops/op_math.hpp, vectorisable, and
+// typed by the activations' dtype (float32, or bf16/fp16 with float math and RNE rounding), and
+// split across OpenMP threads only when the tensor is large enough to pay for the fork.
+namespace ht::cpu {
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 15;
+
+/// Element access in the tensors' dtype with float math (bf16/fp16 rounded by base/bf16.hpp).
+struct F32 {
+  using T = float;
+  static float ld(T v) { return v; }
+  static T st(float v) { return v; }
+};
+struct BF16 {
+  using T = uint16_t;
+  static float ld(T v) { return f32_from_bf16_bits(v); }
+  static T st(float v) { return bf16_bits_from_f32(v); }
+};
+struct F16 {
+  using T = uint16_t;
+  static float ld(T v) { return f32_from_f16_bits(v); }
+  static T st(float v) { return f16_bits_from_f32(v); }
+};
+
+/// Runs body.template operator()<Fmt>() with the format of dtype t.
+template <class Body>
+void by_dtype(DType t, Body&& body) {
+  if (t == DType::bf16) body.template operator()<BF16>();
+  else if (t == DType::f16) body.template operator()<F16>();
+  else body.template operator()<F32>();
+}
+
+void relu_forward(const Tensor& x, Tensor& y) {
+  by_dtype(x.dtype(), [&]<class F>() {
+    using T = typename F::T;
+    const T* xp = static_cast<const T*>(x.raw());
+    T* yp = static_cast<T*>(y.raw());
+    const int64_t n = x.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+    for (int64_t i = 0; i < n; ++i) yp[i] = F::st(relu_fwd(F::ld(xp[i])));
+  });
+}
+
+void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  by_dtype(y.dtype(), [&]<class F>() {
+    using T = typename F::T;
+    const T* yp = static_cast<const T*>(y.raw());
+    const T* dyp = static_cast<const T*>(dy.raw());
+    T* dxp = static_cast<T*>(dx.raw());
+    const int64_t n = y.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+    for (int64_t i = 0; i < n; ++i) dxp[i] = F::st(relu_bwd(F::ld(yp[i]), F::ld(dyp[i])));
+  });
+}
+
+void add_forward(const Tensor& a, const Tensor& b, Tensor& y) {
+  by_dtype(a.dtype(), [&]<class F>() {
+    using T = typename F::T;
+    const T* ap = static_cast<const T*>(a.raw());
+    const T* bp = static_cast<const T*>(b.raw());
+    T* yp = static_cast<T*>(y.raw());
+    const int64_t n = a.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+    for (int64_t i = 0; i < n; ++i) yp[i] = F::st(F::ld(ap[i]) + F::ld(bp[i]));
+  });
+}
+
+void add_inplace(Tensor& y, const Tensor& x) {
+  float* yp = y.data<float>();
+  const float* xp = x.data<float>();
+  const int64_t n = y.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) yp[i] += xp[i];
+}
+
+void scale_inplace(Tensor& y, float s) {
+  float* yp = y.data<float>();
+  const int64_t n = y.numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) yp[i] *= s;
+}
+
+int64_t count_nonfinite(const Tensor& x) {
+  const float* xp = x.data<float>();
+  const int64_t n = x.numel();
+  int64_t count = 0;
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static) reduction(+ : count)
+  for (int64_t i = 0; i < n; ++i) count += is_nonfinite(xp[i]) ? 1 : 0;
+  return count;
+}
+
+}  // namespace
+
+}  // namespace ht::cpu
+
+namespace ht {
+
+// The CPU halves declared in src/ops/elementwise.hpp.
+void relu_forward_cpu(const Tensor& x, Tensor& y) { cpu::relu_forward(x, y); }
+void relu_backward_cpu(const Tensor& y, const Tensor& dy, Tensor& dx) { cpu::relu_backward(y, dy, dx); }
+void add_forward_cpu(const Tensor& a, const Tensor& b, Tensor& y) { cpu::add_forward(a, b, y); }
+void add_inplace_cpu(Tensor& y, const Tensor& x) { cpu::add_inplace(y, x); }
+void scale_inplace_cpu(Tensor& y, float s) { cpu::scale_inplace(y, s); }
+int64_t count_nonfinite_cpu(const Tensor& x) { return cpu::count_nonfinite(x); }
 
 }  // namespace ht

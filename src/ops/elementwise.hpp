@@ -1,7 +1,7 @@
 #pragma once
 // Element-wise ops: ReLU, residual add, and the small vector helpers the trainer needs.
 // The per-element math (relu_fwd, relu_bwd, is_nonfinite) is in src/ops/op_math.hpp, run by both
-// the CPU loops (src/ops/elementwise_cpu.cpp) and the CUDA kernels (src/ops/elementwise_gpu.cu).
+// the CPU loops (src/ops/elementwise.cpp) and the CUDA kernels (src/ops/elementwise_gpu.cu).
 #include "src/ops/op_math.hpp"
 #include "src/ops/op.hpp"
 
@@ -22,7 +22,7 @@ void scale_inplace(Tensor& y, float s);
 int64_t count_nonfinite(const Tensor& x);
 
 /// The device halves of the functions above, called by them once the arguments are checked (the
-/// halves trust their arguments). CPU: src/ops/elementwise_cpu.cpp; GPU: src/ops/elementwise_gpu.cu,
+/// halves trust their arguments). CPU: src/ops/elementwise.cpp; GPU: src/ops/elementwise_gpu.cu,
 /// defined in CUDA builds only (HT_HAVE_CUDA).
 void relu_forward_cpu(const Tensor& x, Tensor& y);
 void relu_backward_cpu(const Tensor& y, const Tensor& dy, Tensor& dx);

@@ -14,7 +14,7 @@ void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, 
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate);
 
 /// The device halves of the two functions above, called by them once the arguments are checked (the
-/// halves trust their arguments). CPU: src/ops/linear_cpu.cpp (oneDNN); GPU: src/ops/linear_gpu.cu
+/// halves trust their arguments). CPU: src/ops/linear.cpp (oneDNN); GPU: src/ops/linear_gpu.cu
 /// (cuBLAS), defined in CUDA builds only (HT_HAVE_CUDA).
 void linear_forward_cpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
                         Tensor& y);

@@ -47,7 +47,7 @@ HT_HD double xent_row_loss(double lse, double z_label, double sum_z, float eps, 
 HT_HD float xent_grad(float prob, float target, float scale_over_n) { return scale_over_n * (prob - target); }
 
 // ---- SGD (src/ops/sgd_update.hpp) ----
-/// One element of the SGD update; the CPU loop (src/ops/sgd_update_cpu.cpp) and the
+/// One element of the SGD update; the CPU loop (src/ops/sgd_update.cpp) and the
 /// CUDA kernel (src/ops/sgd_update_gpu.cu) both call it. PyTorch torch.optim.SGD (dampening 0):
 /// g = grad + wd*p; buf = momentum*buf + g; g = nesterov ? g + momentum*buf : buf; p -= lr*g.
 HT_HD void sgd_update_elem(float& p, float grad, float& buf, float lr, float momentum, float wd, bool nesterov) {

@@ -20,7 +20,7 @@ void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y);
 void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx);
 
 /// The device halves of the functions above, called by them once the arguments are checked. CPU:
-/// src/ops/pool_cpu.cpp (oneDNN max pooling); GPU: src/ops/pool_gpu.cu, defined in CUDA builds only
+/// src/ops/pool.cpp (oneDNN max pooling); GPU: src/ops/pool_gpu.cu, defined in CUDA builds only
 /// (HT_HAVE_CUDA).
 void maxpool2d_forward_cpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y);
 void maxpool2d_backward_cpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y,

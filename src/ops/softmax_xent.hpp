@@ -19,7 +19,7 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float labe
                            Tensor& dlogits);
 
 /// The device halves of the functions above, called by them once the arguments are checked (label
-/// values are checked by the halves, which read them). CPU: src/ops/softmax_xent_cpu.cpp; GPU:
+/// values are checked by the halves, which read them). CPU: src/ops/softmax_xent.cpp; GPU:
 /// src/ops/softmax_xent_gpu.cu, defined in CUDA builds only (HT_HAVE_CUDA).
 double softmax_xent_forward_cpu(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
                                 int64_t* correct);

@@ -4,7 +4,7 @@ add_test(NAME torch_crosscheck
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/python/torch_crosscheck.sh $<TARGET_FILE:ht_unit_tests>
                  resnet18_cifar resnet18 fmnist_cnn mlp)
 set_tests_properties(torch_crosscheck PROPERTIES LABELS "torch" TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2")
-# The convolution fast-path check (src/ops/conv2d_cpu.cpp, docs/precision.md#convolution-plans): a test
+# The convolution fast-path check (src/ops/conv2d.cpp, docs/precision.md#convolution-plans): a test
 # fault makes Winograd's backward-data result 1e-3 off in the check; that pass, only it, falls back.
 add_test(NAME conv2d_fast_path_fallback COMMAND $<TARGET_FILE:ht_unit_tests> "[.conv_fault]")
 set_tests_properties(conv2d_fast_path_fallback PROPERTIES LABELS "unit" TIMEOUT 120

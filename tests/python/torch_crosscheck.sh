@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Our models against PyTorch: generate each fixture with torch_reference.py (float32 and float64),
 # then run the hidden Catch2 test on it once per convolution plan (HT_CONV_ALGO: direct, winograd,
-# auto; src/ops/conv2d_cpu.cpp), and print the table of every run: ours and PyTorch float32, each
+# auto; src/ops/conv2d.cpp), and print the table of every run: ours and PyTorch float32, each
 # against PyTorch float64. Usage: torch_crosscheck.sh UNIT_TEST_BINARY MODEL...
 # Environment: HT_CROSSCHECK_OUT=FILE also writes the table there (Markdown, the CPU named).
 set -euo pipefail

@@ -84,7 +84,7 @@ TEST_CASE("conv2d oneDNN forward and backward match the reference", "[conv2d][cp
   cases.push_back({"ResNet-ish 3x3 s1 p1 64->64 8x8", shape(4, 64, 8, 8, 64, 3, 3, 1, 1), false});
   cases.push_back({"ResNet-ish 3x3 s2 p1 32->48 9x9", shape(2, 32, 9, 9, 48, 3, 3, 2, 1), false});
   cases.push_back({"stem 3x3 s1 p1 3->16 bias", shape(2, 3, 8, 8, 16, 3, 3, 1, 1), true});
-  // ResNet-18/CIFAR's deeper fast-path shapes (checked plan, src/ops/conv2d_cpu.cpp).
+  // ResNet-18/CIFAR's deeper fast-path shapes (checked plan, src/ops/conv2d.cpp).
   cases.push_back({"ResNet-18 layer2 3x3 128->128 16x16", shape(2, 128, 16, 16, 128, 3, 3, 1, 1), false});
   cases.push_back({"ResNet-18 layer3 3x3 256->256 8x8", shape(2, 256, 8, 8, 256, 3, 3, 1, 1), false});
   cases.push_back({"ResNet-18 layer4 3x3 512->512 4x4", shape(4, 512, 4, 4, 512, 3, 3, 1, 1), false});
