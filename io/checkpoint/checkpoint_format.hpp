@@ -63,6 +63,21 @@ struct CheckpointData {
 
 struct CheckpointLayout;
 
+/// The groups of model tensors in a checkpoint. Every tensor dataset name is made and taken apart
+/// by the functions below (and rank_buffer_name), nowhere else.
+enum class StateGroup {
+  param,     ///< "param/<name>": a parameter (torchvision names)
+  buffer,    ///< "buffer/<name>": BatchNorm running statistics (averaged over ranks)
+  momentum,  ///< "momentum/<parameter name>": SGD's momentum, one per parameter, of its shape
+};
+
+/// "param/<name>", "buffer/<name>" or "momentum/<name>".
+std::string state_tensor_name(StateGroup group, const std::string& name);
+
+/// The group of the dataset `tensor_name` and the model's name for it ("param/fc.weight" ->
+/// param, "fc.weight"); false for "rank_buffer/..." and any other name.
+bool parse_state_tensor_name(const std::string& tensor_name, StateGroup* group, std::string* name);
+
 /// "rank_buffer/<rank>/<buffer_name>": the name of rank `rank`'s own copy of "buffer/<buffer_name>".
 std::string rank_buffer_name(int64_t rank, const std::string& buffer_name);
 

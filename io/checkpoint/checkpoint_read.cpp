@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <stdexcept>
+#include <string_view>
 
 #include "io/checkpoint/checkpoint_format.hpp"
 #include "io/h5.hpp"
@@ -319,6 +321,27 @@ CheckpointData read_file_impl(const std::string& path, const CheckpointCheck& ch
 }
 
 }  // namespace
+
+namespace {
+constexpr std::pair<StateGroup, std::string_view> kStateGroups[] = {
+    {StateGroup::param, "param/"}, {StateGroup::buffer, "buffer/"}, {StateGroup::momentum, "momentum/"}};
+}  // namespace
+
+std::string state_tensor_name(StateGroup group, const std::string& name) {
+  for (const auto& [g, prefix] : kStateGroups)
+    if (g == group) return std::string(prefix) + name;
+  throw std::logic_error("state_tensor_name: unknown group");
+}
+
+bool parse_state_tensor_name(const std::string& tensor_name, StateGroup* group, std::string* name) {
+  for (const auto& [g, prefix] : kStateGroups)
+    if (tensor_name.size() > prefix.size() && tensor_name.compare(0, prefix.size(), prefix) == 0) {
+      if (group) *group = g;
+      if (name) *name = tensor_name.substr(prefix.size());
+      return true;
+    }
+  return false;
+}
 
 std::string rank_buffer_name(int64_t rank, const std::string& buffer_name) {
   return std::string(kRankBufferGroup) + "/" + std::to_string(rank) + "/" + buffer_name;

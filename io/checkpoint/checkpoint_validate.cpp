@@ -17,8 +17,6 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return o + "]";
 }
 
-bool has_prefix(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
-
 // a + b, a * b with overflow reported as false (the counters are untrusted int64).
 bool add_ok(int64_t a, int64_t b, int64_t* r) { return !__builtin_add_overflow(a, b, r); }
 bool mul_ok(int64_t a, int64_t b, int64_t* r) { return !__builtin_mul_overflow(a, b, r); }
@@ -51,7 +49,9 @@ std::string rank_buffer_problem(const CheckpointLayout& l, int64_t version) {
   std::string first;  // the first per-rank buffer, for messages
   const std::string g = std::string(kRankBufferGroup) + "/";
   for (const auto& [n, shape] : l.tensors) {
-    if (n.rfind("buffer/", 0) == 0) buffers[n.substr(7)] = shape;
+    StateGroup group;
+    std::string name;
+    if (parse_state_tensor_name(n, &group, &name) && group == StateGroup::buffer) buffers[name] = shape;
     if (!is_rank_buffer_name(n)) continue;
     if (first.empty()) first = n;
     const size_t slash = n.find('/', g.size());
@@ -168,8 +168,7 @@ std::string checkpoint_layout_problem(const CheckpointLayout& l, const std::stri
   std::set<std::string> seen;
   for (const auto& t : l.tensors) {
     if (!seen.insert(t.name).second) return "/meta/tensor_names lists /" + t.name + " twice";
-    if (!has_prefix(t.name, "param/") && !has_prefix(t.name, "buffer/") && !has_prefix(t.name, "momentum/") &&
-        !is_rank_buffer_name(t.name))
+    if (!parse_state_tensor_name(t.name, nullptr, nullptr) && !is_rank_buffer_name(t.name))
       return "/meta/tensor_names lists /" + t.name + ", outside param/, buffer/, momentum/ and rank_buffer/";
   }
   if (!l.ints.count("step")) return "dataset /ints/step is missing";
@@ -185,9 +184,11 @@ std::string checkpoint_layout_problem(const CheckpointLayout& l, const std::stri
   // ... and its momentum pairs with its parameters (SGD keeps one per parameter, of its shape).
   if (named >= 0)
     for (const auto& t : l.tensors) {
-      const bool param = has_prefix(t.name, "param/");
-      if (!param && !has_prefix(t.name, "momentum/")) continue;
-      const std::string other = param ? "momentum/" + t.name.substr(6) : "param/" + t.name.substr(9);
+      StateGroup group;
+      std::string name;
+      if (!parse_state_tensor_name(t.name, &group, &name) || group == StateGroup::buffer) continue;
+      const std::string other =
+          state_tensor_name(group == StateGroup::param ? StateGroup::momentum : StateGroup::param, name);
       const CheckpointTensorInfo* o = l.find(other);
       if (!o) return "dataset /" + other + " is missing (/" + t.name + " has shape " + shape_text(t.shape) + ")";
       if (o->shape != t.shape)

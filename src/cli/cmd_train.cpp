@@ -114,9 +114,7 @@ int cmd_train(const Args& args) {
     if (changed.empty()) text += " none";
     log_info(text);
   }
-  Trainer trainer(cfg);
-  CheckpointManager checkpoints(trainer, ckpt_args);  // signals, resume, periodic/final checkpoints
-  checkpoints.start();
+  Trainer trainer(cfg, ckpt_args);  // with its checkpoints: resume, periodic and final saves
   startup.reset();
   TrainSummary s = trainer.run();
   return s.exit_code;

@@ -4,7 +4,7 @@
 // the same run directory recorded in metrics.jsonl (from each run_start to that start's last event;
 // a start with run.fresh = true begins a new run). GPU-hours are wall hours x world_size: one
 // device per rank, a CPU rank counting as one device. Rank 0 decides; the stop is agreed by every
-// rank through the checkpoint hook's step flags (kFlagBudget, src/train/signals.hpp), which saves
+// rank through the checkpoint manager's step flags (kFlagBudget, src/train/signals.hpp), which saves
 // a checkpoint and ends with exit code 3 and run_end status "budget" (docs/exit_codes.md).
 #include <cstdint>
 #include <deque>

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <type_traits>
 #include <filesystem>
 #include <vector>
 
@@ -40,6 +41,15 @@ void share(Communicator& comm, std::string& s) {
   s.assign(b.begin(), b.end());
 }
 
+// Rank 0's enum value on every rank (collective).
+template <class E>
+  requires std::is_enum_v<E>
+void share(Communicator& comm, E& e) {
+  std::vector<char> b(1, static_cast<char>(e));
+  comm.broadcast_bytes(b, 0);
+  e = static_cast<E>(b.at(0));
+}
+
 std::string signal_name(int s) {
   const char* abbrev = sigabbrev_np(s);
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(s);
@@ -48,7 +58,8 @@ std::string signal_name(int s) {
 }  // namespace
 
 struct CheckpointManager::StartPlan {
-  std::string mode = "fresh";   ///< fresh | resume | init
+  enum class Mode : uint8_t { fresh, resume, init };
+  Mode mode = Mode::fresh;
   std::string from;             ///< the checkpoint resumed or initialised from
   std::vector<std::string> config_changes;  ///< resume: keys whose saved value differs ("key A -> B")
   TrainingState state;          ///< rank 0: the state to restore (resume, init)
@@ -71,18 +82,15 @@ CheckpointManager::CheckpointManager(Trainer& trainer, CheckpointArgs args)
   const TestFaults& faults = TestFaults::get();
   signal_at_step_ = faults.integer("signal_at_step", -1);
   signal_rank_ = faults.integer("signal_rank", 0);
-  install_stop_signals(c.signals);
   if (rank_ == 0) {
     CheckpointWriteOptions o;
     o.keep_last = c.keep_last;
     o.keep_every = c.keep_every;
     writer_ = std::make_unique<CheckpointWriter>(cfg_.run.dir, o, c.async);
   }
-  t_.set_checkpoint_hooks({[this] { return step_end(); }, [this](TrainSummary& s) { run_end(s); }});
 }
 
 CheckpointManager::~CheckpointManager() {
-  t_.set_checkpoint_hooks({});
   if (writer_) {
     try {
       writer_->wait();
@@ -119,10 +127,7 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
   expect.model = cfg_.model.name;
   expect.global_batch = cfg_.train.global_batch;
   expect.allow_config_change = cfg_.run.allow_config_change;
-  const auto& ps = t_.model().params();
-  for (const auto& p : ps.params()) expect.tensors.emplace_back("param/" + p.name, p.shape);
-  for (const auto& b : ps.buffers()) expect.tensors.emplace_back("buffer/" + b.name, b.shape);
-  for (const auto& p : ps.params()) expect.tensors.emplace_back("momentum/" + p.name, p.shape);
+  expect.tensors = t_.state_tensor_shapes();
   auto check = [&expect](const CheckpointLayout& l, const std::string& path) {
     return checkpoint_run_problem(l, path, expect);
   };
@@ -130,7 +135,7 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
   auto loaded = load_latest_checkpoint(dir, true, warn, check, &rejected, vet_child);
   if (loaded) {
     const CheckpointData& d = loaded->data;
-    plan.mode = "resume";
+    plan.mode = StartPlan::Mode::resume;
     plan.from = loaded->path;
     if (d.strings.count("config") && d.strings.at("config") != to_ini(cfg_)) {
       try {
@@ -147,19 +152,12 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
     throw UsageError("run.dir = " + dir + ": no checkpoint in " + checkpoint_dir(dir) + " is valid:" + why +
                      "\nrerun with --run.fresh to start over (the checkpoints are moved aside, not deleted)");
   } else if (!args_.init_from.empty()) {
-    plan.mode = "init";
+    plan.mode = StartPlan::Mode::init;
     plan.from = args_.init_from;
     vet_file_or_throw(args_.init_from, vet);
     expect.resume = false;
-    if (args_.reset_head) {
-      std::vector<std::string> names;
-      std::vector<int> ndims;
-      for (const auto& p : ps.params()) {
-        names.push_back(p.name);
-        ndims.push_back(static_cast<int>(p.shape.size()));
-      }
-      for (const auto& n : head_param_names(names, ndims)) expect.any_shape.push_back("param/" + n);
-    }
+    if (args_.reset_head)
+      for (const auto& n : t_.head_param_names()) expect.any_shape.push_back(state_tensor_name(StateGroup::param, n));
     plan.state = training_state_from_checkpoint(read_checkpoint_file(args_.init_from, check), args_.init_from,
                                                 /*require_progress=*/false);
   }
@@ -168,10 +166,11 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
   probe.tensors = t_.state_tensors();
   if (world_ > 1) {  // the per-rank buffers (capture_state)
     const size_t n = probe.tensors.size();
+    std::string name;
     for (int r = 0; r < world_; ++r)
       for (size_t i = 0; i < n; ++i)
-        if (probe.tensors[i].first.rfind("buffer/", 0) == 0)
-          probe.tensors.emplace_back(rank_buffer_name(r, probe.tensors[i].first.substr(7)), probe.tensors[i].second);
+        if (StateGroup g; parse_state_tensor_name(probe.tensors[i].first, &g, &name) && g == StateGroup::buffer)
+          probe.tensors.emplace_back(rank_buffer_name(r, name), probe.tensors[i].second);
   }
   std::error_code ec;
   fs::create_directories(checkpoint_dir(dir), ec);
@@ -182,38 +181,38 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
 void CheckpointManager::start() {
   Communicator& comm = t_.communicator();
   std::string err;
-  std::string err_kind;  // "usage" (exit 2), "runtime" (exit 1), "" none
+  enum class Failure : uint8_t { none, usage, runtime } failure = Failure::none;  // exit 2, exit 1
   StartPlan plan;
   if (rank_ == 0) {
     try {
       plan = plan_start();
     } catch (const UsageError& e) {
       err = e.what();
-      err_kind = "usage";
+      failure = Failure::usage;
     } catch (const std::exception& e) {
       err = e.what();
-      err_kind = "runtime";
+      failure = Failure::runtime;
     }
   }
   if (world_ > 1) {
-    share(comm, err_kind);
+    share(comm, failure);
     share(comm, err);
   }
   // Agreed by every rank: each exits 2 with the message, cleanly (no MPI_Abort racing the others' output).
-  if (err_kind == "usage") throw CollectiveUsageError(err, true);
-  if (err_kind == "runtime") throw RuntimeError(err);
+  if (failure == Failure::usage) throw CollectiveUsageError(err, true);
+  if (failure == Failure::runtime) throw RuntimeError(err);
   if (world_ > 1) {
     share(comm, plan.mode);
     share(comm, plan.from);
-    if (plan.mode != "fresh") {
+    if (plan.mode != StartPlan::Mode::fresh) {
       std::vector<char> blob;
       if (rank_ == 0) blob = serialize_training_state(plan.state);
       comm.broadcast_bytes(blob, 0);
       if (rank_ != 0) plan.state = deserialize_training_state(blob);
     }
   }
-  if (plan.mode == "fresh") return;
-  if (plan.mode == "init") {
+  if (plan.mode == StartPlan::Mode::fresh) return;
+  if (plan.mode == StartPlan::Mode::init) {
     const auto skip = t_.restore_state(plan.state, args_.reset_head ? RestoreScope::params_reset_head
                                                                     : RestoreScope::params);
     if (rank_ == 0) {
@@ -384,7 +383,7 @@ void CheckpointManager::run_end(TrainSummary& s) {
   }
   if (failed_) {
     s.exit_code = kExitRuntime;
-    s.status = "checkpoint_failed";
+    s.status = RunStatus::checkpoint_failed;
     // One write per message: ranks share the terminal, and a line must not be cut by another rank's.
     std::string msg = rank_ == 0 ? "hpctrain: fatal (rank 0, step " + std::to_string(p.step) + "): " + fail_message_ +
                                        "\nhpctrain: every rank stops; the previous checkpoint and LATEST are kept\n"
@@ -395,7 +394,7 @@ void CheckpointManager::run_end(TrainSummary& s) {
   }
   if (stop_) {
     s.exit_code = kExitStopped;
-    s.status = "stopped";
+    s.status = RunStatus::stopped;
     if (rank_ == 0) {
       std::string sig = stop_signal() ? signal_name(stop_signal()) : std::string("a signal on another rank");
       // What the shell sees under mpirun: Open MPI prints its "job has been aborted" banner for any
@@ -415,7 +414,7 @@ void CheckpointManager::run_end(TrainSummary& s) {
     }
   } else if (budget_stop_) {
     s.exit_code = kExitBudget;
-    s.status = "budget";
+    s.status = RunStatus::budget;
     if (rank_ == 0) {
       log_info(strf("hpctrain: budget: %s: stopped after step %lld, checkpoint %s saved; raise the limit and rerun "
                     "the same command to resume (exit code 3)",

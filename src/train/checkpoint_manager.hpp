@@ -2,7 +2,8 @@
 // Checkpointing inside training: resume / fresh start / --init-from at start-up, periodic and
 // Young/Daly-timed asynchronous checkpoints (src/train/checkpoint_schedule.hpp), stop signals agreed
 // across ranks at step boundaries, and the final (or stop) checkpoint with exit code 75. The Trainer
-// calls two hooks (Trainer::set_checkpoint_hooks); everything else lives here.
+// owns one (Trainer::checkpoints_) and calls step_end and run_end from its loop; everything else
+// lives here.
 //
 // What a checkpoint holds is the typed TrainingState (src/train/training_state.hpp), which the
 // Trainer captures and restores (Trainer::capture_state / restore_state); rank 0 reads and writes the
@@ -25,7 +26,6 @@ namespace ht {
 class MetricsWriter;
 class Trainer;
 struct Config;
-struct TrainProgress;
 struct TrainSummary;
 
 /// Command-line arguments of `hpctrain train` that are not config keys (parsed by the CLI:
@@ -37,10 +37,11 @@ struct CheckpointArgs {
 
 class CheckpointManager {
  public:
-  /// Installs the stop-signal handlers (checkpoint.signals) and the trainer hooks. Collective.
+  /// For `trainer` (which owns it and has finished its own set-up). The stop signals
+  /// (checkpoint.signals) are installed once by `hpctrain train` before this; nothing collective.
   CheckpointManager(Trainer& trainer, CheckpointArgs args);
-  /// Waits for a write in flight (its error is printed unless run_end reported it), removes the
-  /// hooks and restores the signal dispositions.
+  /// Waits for a write in flight (its error is printed unless run_end reported it) and retires the
+  /// stop-signal handlers (retire_stop_signals: TERM and INT get their default action back).
   ~CheckpointManager();
 
   /// Start-up, all ranks: run.fresh, leftover temporary files, resume from the newest valid
@@ -49,7 +50,7 @@ class CheckpointManager {
   /// free space for one checkpoint. Throws UsageError (exit 2) or RuntimeError (exit 1) on every rank.
   void start();
 
-  /// Step boundary hook, all ranks: agrees on stop signals / due checkpoints / a failed background
+  /// At each step boundary (Trainer::run), all ranks: agrees on stop signals / due checkpoints / a failed background
   /// write, starts periodic asynchronous checkpoints. Returns true when training must stop now.
   bool step_end();
 

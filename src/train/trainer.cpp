@@ -1,6 +1,7 @@
 // The training run: epochs of steps, evaluation after each epoch, and the step itself, which reads
 // top to bottom: data -> forward -> backward with bucketed gradient exchange -> non-finite check ->
-// optimizer -> metrics. Set-up is in trainer_setup.cpp.
+// optimizer -> metrics; then evaluation and the replica check. Set-up is in trainer_setup.cpp, the
+// checkpoint state in trainer_state.cpp.
 #include "src/train/trainer.hpp"
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
 #include "base/clock.hpp"
+#include "base/hash.hpp"
 #include "base/log.hpp"
 #include "src/train/build_info.hpp"
 #include "src/train/precision.hpp"
@@ -32,6 +34,16 @@ std::string fmt_duration(double s) {
 
 }  // namespace
 
+const char* to_string(RunStatus s) {
+  switch (s) {
+    case RunStatus::finished: return "finished";
+    case RunStatus::stopped: return "stopped";
+    case RunStatus::budget: return "budget";
+    case RunStatus::checkpoint_failed: return "checkpoint_failed";
+  }
+  return "?";
+}
+
 TrainSummary Trainer::run() {
   const auto run_t0 = SteadyClock::now();
   write_run_start();
@@ -40,21 +52,21 @@ TrainSummary Trainer::run() {
   train_s_ = 0;
   bool stop = prog_.step >= total_steps_;
   if (stop && cfg_.train.eval) evaluate_final_again();
-  bool interrupted = false;  // stopped by the checkpoint hook (signal, failed checkpoint write)
+  bool interrupted = false;  // stopped at a step boundary by the checkpoint manager
   for (int epoch = prog_.epoch; !stop && (cfg_.train.epochs == 0 || epoch < cfg_.train.epochs); ++epoch) {
     prog_.epoch = epoch;
     train_loader_->start_epoch(epoch, prog_.step_in_epoch);
     staged_ = false;
     if (feeder_) feeder_->reset();
     while (step(epoch)) {
-      // Checkpoint hook (src/train/checkpoint_manager.cpp): periodic saves; stop signals agreed by all ranks.
-      bool hook_stop = false;
-      if (hooks_.step_end) {
+      // Periodic saves and stops agreed by all ranks (a signal, the budget, a failed write).
+      bool checkpoint_stop = false;
+      if (checkpoints_) {
         TraceSpan ck_span(trace_, "checkpoint");
-        hook_stop = hooks_.step_end();
+        checkpoint_stop = checkpoints_->step_end();
       }
-      if (hook_stop) interrupted = true;
-      if (hook_stop || prog_.step >= total_steps_) {
+      if (checkpoint_stop) interrupted = true;
+      if (checkpoint_stop || prog_.step >= total_steps_) {
         stop = true;
         break;
       }
@@ -62,9 +74,9 @@ TrainSummary Trainer::run() {
     end_epoch(epoch, stop, interrupted);
   }
   summary_.steps = prog_.step;
-  if (hooks_.run_end) {
+  if (checkpoints_) {
     TraceSpan ck_span(trace_, "checkpoint");
-    hooks_.run_end(summary_);  // final or stop checkpoint; may set exit code 75 or 1
+    checkpoints_->run_end(summary_);  // final or stop checkpoint; may set exit code 75, 3 or 1
   }
   if (trace_.enabled()) trace_.write(cfg_.run.dir);  // collective: rank 0 writes run.dir/trace.json
   write_run_end(seconds_since(run_t0));
@@ -286,6 +298,75 @@ void Trainer::end_epoch(int epoch, bool stop, bool interrupted) {
   }
 }
 
+// ---- evaluation and the replica check: read-only passes over the model, both collective ----
+
+bool Trainer::check_replicas() {
+  // FNV-1a over the parameter bytes; every rank must hold exactly rank 0's parameters.
+  Tensor host = model_->params().flat_values().to(Device::cpu);
+  Fnv1a fnv;
+  fnv.update(host.raw(), host.nbytes());
+  const uint64_t h = fnv.value();
+  const auto [lo, hi] = dist_min_max(h, "replica check (MPI_Allreduce)");
+  if (lo != hi)
+    throw RuntimeError("step " + std::to_string(prog_.step) + ": parameters differ between ranks (rank " +
+                       std::to_string(rank_) + " hash " + std::to_string(h) + ")");
+  return true;
+}
+
+void Trainer::evaluate(int epoch) {
+  const auto t0 = SteadyClock::now();
+  // Running statistics differ per rank (each saw its own samples): average them first.
+  auto& bufs = model_->params().flat_buffers();
+  if (world_ > 1) comm_->allreduce_average(std::span<float>(bufs.data<float>(), static_cast<size_t>(bufs.numel())));
+  double loss_sum = 0, correct = 0, count = 0;
+  test_loader_->start_epoch(0);
+  Batch b;
+  PassOptions po;
+  po.training = false;
+  while (test_loader_->next(b)) {
+    const Tensor* x = &b.images;
+    const Tensor* y = &b.labels;
+    if (device_ != Device::cpu) {
+      x_dev_.ensure(b.images.shape(), DType::f32, device_);
+      y_dev_.ensure(b.labels.shape(), DType::i32, device_);
+      x_dev_.copy_from(b.images);
+      y_dev_.copy_from(b.labels);
+      x = &x_dev_;
+      y = &y_dev_;
+    }
+    const Tensor& logits = model_->forward(*x, po);
+    probs_.ensure(logits.shape(), DType::f32, device_);
+    int64_t c = 0;
+    const double l = softmax_xent_forward(logits, *y, 0.f, probs_, &c);
+    const double n = static_cast<double>(b.labels.numel());
+    loss_sum += l * n;
+    correct += static_cast<double>(c);
+    count += n;
+  }
+  loss_sum = dist_sum(loss_sum);
+  correct = dist_sum(correct);
+  count = dist_sum(count);
+  summary_.test_loss = count > 0 ? loss_sum / count : 0;
+  summary_.test_top1 = count > 0 ? correct / count : 0;
+  if (rank_ == 0) {
+    const double ms = ms_since(t0);
+    log_info(strf("[epoch %d] test loss %.4f top1 %.4f over %.0f samples (%.1f s)", epoch + 1, summary_.test_loss,
+                  summary_.test_top1, count, ms / 1000));
+    metrics_->write({{"event", "eval"}, {"epoch", epoch + 1}, {"step", prog_.step}, {"loss", summary_.test_loss},
+                     {"top1", summary_.test_top1}, {"samples", static_cast<int64_t>(count)}, {"eval_ms", ms}});
+  }
+}
+
+void Trainer::evaluate_final_again() {
+  // The epoch the last step belongs to (0-based): the one just finished, or the one max_steps ended inside.
+  const int epoch = prog_.step_in_epoch == 0 && prog_.epoch > 0 ? prog_.epoch - 1 : prog_.epoch;
+  if (rank_ == 0)
+    log_info(strf("resumed at the final step %lld: evaluating the final model again for the run's record",
+                  static_cast<long long>(prog_.step)));
+  TraceSpan s(trace_, "evaluate");
+  evaluate(epoch);
+}
+
 void Trainer::write_run_start() {
   if (rank_ != 0) return;
   const BuildInfo build = build_info();
@@ -308,14 +389,14 @@ void Trainer::write_run_start() {
 void Trainer::write_run_end(double wall_s) {
   summary_.wall_s = wall_s;
   if (rank_ != 0) return;
-  nlohmann::json end = {{"event", "run_end"}, {"status", summary_.status}, {"exit_code", summary_.exit_code},
+  nlohmann::json end = {{"event", "run_end"}, {"status", to_string(summary_.status)}, {"exit_code", summary_.exit_code},
                         {"steps", prog_.step}, {"wall_s", summary_.wall_s}, {"train_s", train_s_},
                         {"nonfinite_steps", prog_.nonfinite_total}, {"test_top1", summary_.test_top1},
                         {"test_loss", summary_.test_loss}, {"peak_rss_bytes", peak_rss_bytes()}};
   end.update(budget_->fields());  // wall_hours, gpu_hours, cost of the whole run so far
   metrics_->write(end);
   // The end of the console says what a user needs next: where everything went and the next command.
-  std::string text = (summary_.status == "finished" ? "done" : summary_.status) + ": " +
+  std::string text = (summary_.status == RunStatus::finished ? std::string("done") : to_string(summary_.status)) + ": " +
                      std::to_string(prog_.step) + " steps";
   if (run_start_step_ > 0) text += " (" + std::to_string(prog_.step - run_start_step_) + " in this start)";
   char buf[160];
@@ -330,10 +411,10 @@ void Trainer::write_run_end(double wall_s) {
   const auto saved = list_checkpoints(cfg_.run.dir);
   text += "run directory: " + cfg_.run.dir + " (config.ini, metrics.jsonl" +
           (saved.empty() ? std::string(", no checkpoint") : "; last checkpoint " + saved.back().second) + ")\n";
-  if (summary_.status == "stopped" || summary_.status == "budget")
+  if (summary_.status == RunStatus::stopped || summary_.status == RunStatus::budget)
     text += "next: rerun the same command to resume from step " + std::to_string(prog_.step) +
             "; hpctrain report " + cfg_.run.dir + " shows the run so far\n";
-  else if (summary_.status == "finished")
+  else if (summary_.status == RunStatus::finished)
     text += "next: hpctrain report " + cfg_.run.dir + "\n";
   log_info(text);
 }

@@ -2,8 +2,9 @@
 // The trainer: data -> forward -> backward (gradient buckets averaged across ranks while backward
 // runs) -> non-finite check -> optimizer -> metrics, with evaluation after each epoch. One object
 // per rank; every rank runs the same steps in the same order (collectives inside must match).
-// Files: trainer_setup.cpp (construction), trainer.cpp (the run and the step), trainer_eval.cpp
-// (evaluation, replica check), trainer_state.cpp (tensors for checkpoints).
+// Files: trainer_setup.cpp (construction), trainer.cpp (the run, the step, evaluation),
+// trainer_state.cpp (the state a checkpoint holds); the trainer owns its CheckpointManager
+// (src/train/checkpoint_manager.hpp), which it calls at each step boundary and at the end.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "mpi/bucketer.hpp"
 #include "mpi/communicator.hpp"
 #include "src/train/budget.hpp"
+#include "src/train/checkpoint_manager.hpp"
 #include "src/train/config.hpp"
 #include "src/nn/models.hpp"
 #include "src/train/loss_scaler.hpp"
@@ -30,15 +32,15 @@
 
 namespace ht {
 
-/// Where training stands: what a checkpoint must carry besides tensors to resume exactly.
-struct TrainProgress {
-  int64_t step = 0;           ///< optimizer steps done (global step counter)
-  int epoch = 0;              ///< current epoch (0-based)
-  int64_t step_in_epoch = 0;  ///< steps done inside the current epoch (the sample cursor)
-  int64_t nonfinite_in_row = 0;
-  int64_t nonfinite_total = 0;
-  int64_t epoch_offset = 0;   ///< see TrainingState::epoch_offset (src/train/training_state.hpp)
+/// How a run ended: metrics.jsonl's run_end "status" (to_string).
+enum class RunStatus {
+  finished,           ///< every step done
+  stopped,            ///< a stop signal (checkpoint saved, exit 75)
+  budget,             ///< run.max_* reached (checkpoint saved, exit 3)
+  checkpoint_failed,  ///< a checkpoint write failed (exit 1)
 };
+/// "finished", "stopped", "budget", "checkpoint_failed".
+const char* to_string(RunStatus s);
 
 /// Outcome of Trainer::run().
 struct TrainSummary {
@@ -48,31 +50,36 @@ struct TrainSummary {
   double test_top1 = -1;   ///< last evaluation's top-1 (-1 when none ran)
   double test_loss = 0;
   double wall_s = 0;
-  std::string status = "finished";  ///< run_end status: finished, stopped (signal), budget, checkpoint_failed
-};
-
-/// Checkpoint hooks (src/train/checkpoint_manager.cpp). step_end runs on every rank after every step
-/// (true: stop after this step); run_end once after the loop (final/stop checkpoint, exit code).
-struct CheckpointHooks {
-  std::function<bool()> step_end;
-  std::function<void(TrainSummary&)> run_end;
+  RunStatus status = RunStatus::finished;
 };
 
 class Trainer {
  public:
-  /// Sets up device, data, model, optimizer and communication from `cfg`. Throws UsageError for
-  /// bad config or data (every rank sees the same error), RuntimeError otherwise. Collective.
-  explicit Trainer(const Config& cfg);
+  /// Sets up device, data, model, optimizer and communication from `cfg`. With `checkpoints` the
+  /// trainer owns a CheckpointManager and starts it here (run.fresh, resume from the newest valid
+  /// checkpoint, or --init-from); without (benchmarks) it saves nothing. Throws UsageError for bad
+  /// config, data or checkpoint (every rank sees the same error), RuntimeError otherwise. Collective.
+  explicit Trainer(const Config& cfg, std::optional<CheckpointArgs> checkpoints = std::nullopt);
   ~Trainer();
   /// Trains from progress() to total_steps() (evaluating after each epoch), writing metrics.jsonl
-  /// on rank 0; the checkpoint hooks may stop it early. Collective. Throws RuntimeError when a
+  /// on rank 0; the checkpoint manager saves at step boundaries, may stop it early (a stop signal,
+  /// the budget, a failed write) and writes the final checkpoint. Collective. Throws RuntimeError when a
   /// rank fails or train.max_nonfinite_steps steps in a row are skipped.
   TrainSummary run();
 
   // ---- State access for checkpoints (io/checkpoint) ----
-  /// Host copies of every tensor of the training state, by name: "param/<name>", "buffer/<name>",
-  /// "momentum/<name>" (torchvision names).
+  /// Visits every tensor of the training state, in checkpoint order, with its dataset name
+  /// ("param/<name>", "buffer/<name>", "momentum/<parameter name>": state_tensor_name, torchvision
+  /// names) and a view of it on the compute device. The one list of the model's checkpoint tensors.
+  void for_each_state_tensor(const std::function<void(const std::string& name, Tensor view)>& visit);
+  /// Host copies of every tensor of the training state, by name (for_each_state_tensor).
   std::vector<std::pair<std::string, Tensor>> state_tensors();
+  /// Name and shape of every tensor of the training state (for_each_state_tensor), for the checks
+  /// of a checkpoint before its data is read.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> state_tensor_shapes();
+  /// The head that --reset-head leaves as initialised: the last linear layer's parameters
+  /// (head_param_names in src/train/training_state.hpp; "fc.weight", "fc.bias" for ResNets).
+  std::vector<std::string> head_param_names() const;
   /// Loads tensors by the same names (missing names throw UsageError naming the name unless
   /// `params_only`, which loads "param/" and "buffer/" entries and ignores the rest).
   /// `skip` lists parameter names to leave as initialised (--reset-head).
@@ -104,7 +111,6 @@ class Trainer {
   const GradBucketer* bucketer() const { return bucketer_.get(); }
   /// The timeline (--trace.enabled; io/trace.hpp): `TraceSpan s(trainer.trace(), "checkpoint");`.
   Trace& trace() { return trace_; }
-  void set_checkpoint_hooks(CheckpointHooks h) { hooks_ = std::move(h); }
   /// metrics.jsonl writer (rank 0; nullptr elsewhere).
   MetricsWriter* metrics() { return metrics_.get(); }
   /// The run's budget and spending (run.max_*; rank 0 holds the earlier starts' spending).
@@ -177,7 +183,7 @@ class Trainer {
   void write_run_start();
   void write_run_end(double wall_s);
 
-  // ---- evaluation and checks (trainer_eval.cpp) ----
+  // ---- evaluation and checks (trainer.cpp) ----
   void evaluate(int epoch);
   /// A start that resumes from the final checkpoint (a run killed after its last save, before its
   /// run_end) evaluates the final model again, so the run's record ends with its test accuracy.
@@ -185,36 +191,47 @@ class Trainer {
   /// Verifies that every rank holds bit-identical parameters; throws RuntimeError otherwise.
   bool check_replicas();
 
+  // Members by concern. The order is also the reverse of destruction: the checkpoint manager goes
+  // first (it waits for its write in flight while everything it reads still exists), the
+  // communicator before the timeline its thread records into.
+  // ---- the run's shape (set once by the set-up) ----
   Config cfg_;
-  std::unique_ptr<NvmlMonitor> nvml_;  ///< GPU runs: utilisation, memory, temperature, power into `step`
-  Trace trace_;  ///< trace.enabled; written to run.dir/trace.json by run(). Declared before comm_, so it
-                 ///< outlives the communication thread that records bucket spans into it.
   Device device_ = Device::cpu;
   int world_ = 1, rank_ = 0;
   int micro_batch_ = 0;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0, n_train_ = 0;
+  std::string data_dir_;  ///< where the shards are read: data.dir, or its copy in data.stage_dir
+  // ---- observing: GPU monitor and timeline ----
+  std::unique_ptr<NvmlMonitor> nvml_;  ///< GPU runs: utilisation, memory, temperature, power into `step`
+  Trace trace_;                        ///< trace.enabled; written to run.dir/trace.json by run()
+  // ---- data ----
   std::shared_ptr<Dataset> train_ds_, test_ds_;
   std::unique_ptr<DataLoader> train_loader_, test_loader_;
+  // ---- model and optimizer ----
   std::unique_ptr<Model> model_;
   std::unique_ptr<Sgd> opt_;
   std::optional<LossScaler> scaler_;  ///< train.loss_scale.enabled or fp16 (src/train/loss_scaler.hpp)
   bool unscale_fused_ = false;        ///< this step's exchange divides by the loss scale too
+  // ---- peers: gradient exchange ----
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<GradBucketer> bucketer_;
-  std::unique_ptr<MetricsWriter> metrics_;
+  // ---- progress and its record ----
+  std::unique_ptr<MetricsWriter> metrics_;  ///< rank 0
   TrainProgress prog_;
   TrainSummary summary_;
   int64_t run_start_step_ = 0;  ///< prog_.step when run() began (for the ETA)
   double train_s_ = 0;          ///< seconds spent in steps during run()
+  // ---- the step's working set ----
   StepFaults faults_;  ///< HT_TEST_FAULTS of this rank, applied by next_batch
   Tensor x_dev_, y_dev_, probs_, dlogits_, buffers_backup_;
-  Batch host_batch_;                       // the loader's output (host)
-  std::unique_ptr<cuda::H2DFeeder> feeder_;  // GPU runs: host-to-device pipeline
-  bool staged_ = false;                    // feeder_ holds the next batch
-  CheckpointHooks hooks_;
-  std::unique_ptr<RunBudget> budget_;    // run.max_* and the cost figures (src/train/budget.hpp)
-  std::unique_ptr<Watchdog> watchdog_;   // watchdog.* (src/train/watchdog.hpp)
-  std::string data_dir_;                 // where the shards are read: data.dir, or its copy in data.stage_dir
+  Batch host_batch_;                         ///< the loader's output (host)
+  std::unique_ptr<cuda::H2DFeeder> feeder_;  ///< GPU runs: host-to-device pipeline
+  bool staged_ = false;                      ///< feeder_ holds the next batch
+  // ---- limits: run.max_* (src/train/budget.hpp) and watchdog.* (src/train/watchdog.hpp) ----
+  std::unique_ptr<RunBudget> budget_;
+  std::unique_ptr<Watchdog> watchdog_;
+  // ---- checkpoints: start-up, periodic and final saves, agreed stops (none in benchmarks) ----
+  std::unique_ptr<CheckpointManager> checkpoints_;
 };
 
 }  // namespace ht

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 namespace ht {
 
-Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
+Trainer::Trainer(const Config& cfg, std::optional<CheckpointArgs> checkpoints) : cfg_(cfg) {
   const auto& d = dist();
   rank_ = d.rank;
   world_ = d.world_size;
@@ -54,6 +54,10 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg) {
   collective_usage_check([&] { setup_local(threads); });
   probe_run_dir_shared_collective(cfg_.run.dir);  // warns when other nodes cannot see rank 0's files
   setup_distributed(threads);
+  if (checkpoints) {
+    checkpoints_ = std::make_unique<CheckpointManager>(*this, std::move(*checkpoints));
+    checkpoints_->start();  // fresh, resume or --init-from, agreed by every rank
+  }
 }
 
 Trainer::~Trainer() = default;

@@ -13,43 +13,61 @@
 #include "src/train/trainer.hpp"
 
 #include <cmath>
+#include "io/checkpoint/checkpoint_format.hpp"
 #include "src/train/training_state.hpp"
 
 namespace ht {
-std::vector<std::pair<std::string, Tensor>> Trainer::state_tensors() {
-  std::vector<std::pair<std::string, Tensor>> out;
+void Trainer::for_each_state_tensor(const std::function<void(const std::string& name, Tensor view)>& visit) {
   auto& ps = model_->params();
-  for (const auto& p : ps.params()) out.emplace_back("param/" + p.name, p.value->to(Device::cpu));
-  for (const auto& b : ps.buffers()) out.emplace_back("buffer/" + b.name, b.value->to(Device::cpu));
+  for (const auto& p : ps.params()) visit(state_tensor_name(StateGroup::param, p.name), *p.value);
+  for (const auto& b : ps.buffers()) visit(state_tensor_name(StateGroup::buffer, b.name), *b.value);
   Tensor& mom = opt_->momentum_buffer();
   for (const auto& p : ps.params())
-    out.emplace_back("momentum/" + p.name, mom.slice_flat(p.offset, p.shape).to(Device::cpu));
+    visit(state_tensor_name(StateGroup::momentum, p.name), mom.slice_flat(p.offset, p.shape));
+}
+
+std::vector<std::pair<std::string, Tensor>> Trainer::state_tensors() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for_each_state_tensor([&out](const std::string& name, Tensor t) { out.emplace_back(name, t.to(Device::cpu)); });
   return out;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> Trainer::state_tensor_shapes() {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for_each_state_tensor([&out](const std::string& name, Tensor t) { out.emplace_back(name, t.shape()); });
+  return out;
+}
+
+std::vector<std::string> Trainer::head_param_names() const {
+  std::vector<std::string> names;
+  std::vector<int> ndims;
+  for (const auto& p : model_->params().params()) {
+    names.push_back(p.name);
+    ndims.push_back(static_cast<int>(p.shape.size()));
+  }
+  return ht::head_param_names(names, ndims);
 }
 
 void Trainer::load_state_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors, bool params_only,
                                  const std::vector<std::string>& skip) {
-  auto& ps = model_->params();
   auto find = [&](const std::string& name) -> const Tensor* {
     for (const auto& [n, t] : tensors)
       if (n == name) return &t;
     return nullptr;
   };
-  auto load = [&](const std::string& name, Tensor dst) {
+  for_each_state_tensor([&](const std::string& name, Tensor dst) {
+    StateGroup group;
+    std::string own;
+    parse_state_tensor_name(name, &group, &own);
+    if (params_only && group == StateGroup::momentum) return;
+    if (group == StateGroup::param && std::find(skip.begin(), skip.end(), own) != skip.end()) return;
     const Tensor* src = find(name);
     if (!src) throw UsageError("checkpoint has no tensor '" + name + "' for model " + cfg_.model.name);
     if (src->shape() != dst.shape())
       throw UsageError("checkpoint tensor '" + name + "' has shape " + src->shape_str() + ", model " + cfg_.model.name +
                        " needs " + dst.shape_str());
     dst.copy_from(*src);
-  };
-  auto skipped = [&](const std::string& n) { return std::find(skip.begin(), skip.end(), n) != skip.end(); };
-  for (const auto& p : ps.params())
-    if (!skipped(p.name)) load("param/" + p.name, *p.value);
-  for (const auto& b : ps.buffers()) load("buffer/" + b.name, *b.value);
-  if (params_only) return;
-  Tensor& mom = opt_->momentum_buffer();
-  for (const auto& p : ps.params()) load("momentum/" + p.name, mom.slice_flat(p.offset, p.shape));
+  });
 }
 
 TrainingState Trainer::capture_state() {
@@ -81,7 +99,7 @@ TrainingState Trainer::capture_state() {
       for (const auto& b : ps.buffers()) {
         Tensor* avg = nullptr;
         for (auto& [n, t] : s.tensors)
-          if (n == "buffer/" + b.name) avg = &t;
+          if (n == state_tensor_name(StateGroup::buffer, b.name)) avg = &t;
         if (!avg) continue;
         float* o = avg->data<float>();
         for (int64_t i = 0; i < avg->numel(); ++i) {
@@ -98,12 +116,7 @@ TrainingState Trainer::capture_state() {
         }
     }
   }
-  s.step = prog_.step;
-  s.epoch = prog_.epoch;
-  s.step_in_epoch = prog_.step_in_epoch;
-  s.nonfinite_in_row = prog_.nonfinite_in_row;
-  s.nonfinite_total = prog_.nonfinite_total;
-  s.epoch_offset = prog_.epoch_offset;
+  s.progress = prog_;
   s.world_size = world_;
   s.seed = cfg_.run.seed;
   s.global_batch = cfg_.train.global_batch;
@@ -137,11 +150,7 @@ std::vector<std::string> Trainer::restore_state(const TrainingState& s, RestoreS
         b.value->copy_from(*src);
       }
     }
-    prog_.step = s.step;
-    prog_.epoch = s.epoch;
-    prog_.step_in_epoch = s.step_in_epoch;
-    prog_.nonfinite_in_row = s.nonfinite_in_row;
-    prog_.nonfinite_total = s.nonfinite_total;
+    prog_ = s.progress;  // epoch_offset restated below for this run's epoch length
     // How the run was doing: the next save and run_end carry it on until this start measures anew.
     if (s.train_loss) summary_.last_loss = *s.train_loss;
     if (s.test_top1) {
@@ -155,21 +164,14 @@ std::vector<std::string> Trainer::restore_state(const TrainingState& s, RestoreS
     // the saved epoch length), restated for this run's epoch length: unchanged when the length is the
     // same; after a changed one the current epoch ends at this run's length, or at once when the
     // cursor is already past it (no step runs, so no checkpoint sees the cursor beyond the end).
-    const int64_t done = s.step + s.nonfinite_total;
-    prog_.epoch_offset = done - s.step_in_epoch - int64_t{s.epoch} * steps_per_epoch_ +
-                         std::max<int64_t>(0, s.step_in_epoch - steps_per_epoch_);
+    const TrainProgress& p = s.progress;
+    const int64_t done = p.step + p.nonfinite_total;
+    prog_.epoch_offset = done - p.step_in_epoch - int64_t{p.epoch} * steps_per_epoch_ +
+                         std::max<int64_t>(0, p.step_in_epoch - steps_per_epoch_);
     return {};
   }
   std::vector<std::string> skip;
-  if (scope == RestoreScope::params_reset_head) {
-    std::vector<std::string> names;
-    std::vector<int> ndims;
-    for (const auto& p : model_->params().params()) {
-      names.push_back(p.name);
-      ndims.push_back(static_cast<int>(p.shape.size()));
-    }
-    skip = head_param_names(names, ndims);
-  }
+  if (scope == RestoreScope::params_reset_head) skip = head_param_names();
   load_state_tensors(s.tensors, true, skip);
   return skip;
 }

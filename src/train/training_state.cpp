@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "base/error.hpp"
 
@@ -68,18 +69,44 @@ class ByteReader {
   size_t pos_ = 0;
 };
 
-int64_t int_or(const CheckpointData& d, const char* key, int64_t fallback) {
-  auto it = d.ints.find(key);
-  return it == d.ints.end() ? fallback : it->second;
+// Whether a resume needs a field (the others keep their defaults when a file lacks them).
+enum class Need { optional, resume };
+
+// The one list of the state's fields besides its tensors and the loss scaler, with each field's
+// checkpoint key; the field's type picks the group (integers: ints/, double and optional<double>:
+// floats/, strings: strings/). The checkpoint datasets, the restore from them, the bytes of the
+// broadcast and the resume checks all walk this list. A new field is one line here.
+template <class State, class Visit>
+void for_each_field(State& s, Visit&& v) {
+  auto& p = s.progress;
+  v("step", p.step, Need::resume);
+  v("epoch", p.epoch, Need::resume);
+  v("step_in_epoch", p.step_in_epoch, Need::resume);
+  v("nonfinite_in_row", p.nonfinite_in_row, Need::resume);
+  v("nonfinite_total", p.nonfinite_total, Need::resume);
+  v("epoch_offset", p.epoch_offset, Need::optional);  // absent in files of earlier builds
+  v("world_size", s.world_size, Need::resume);
+  v("seed", s.seed, Need::optional);
+  v("global_batch", s.global_batch, Need::resume);
+  v("total_steps", s.total_steps, Need::resume);
+  v("steps_per_epoch", s.steps_per_epoch, Need::resume);
+  v("lr", s.lr, Need::optional);
+  v("train_loss", s.train_loss, Need::optional);
+  v("test_top1", s.test_top1, Need::optional);
+  v("test_loss", s.test_loss, Need::optional);
+  v("model", s.model, Need::optional);
+  v("config", s.config, Need::optional);
+  v("config_hash", s.config_hash, Need::optional);
 }
-double float_or(const CheckpointData& d, const char* key, double fallback) {
-  auto it = d.floats.find(key);
-  return it == d.floats.end() ? fallback : it->second;
-}
-std::string string_or(const CheckpointData& d, const char* key, const std::string& fallback) {
-  auto it = d.strings.find(key);
-  return it == d.strings.end() ? fallback : it->second;
-}
+
+template <class T>
+using Plain = std::remove_cvref_t<T>;
+template <class T>
+constexpr bool kIsInt = std::is_integral_v<Plain<T>>;
+template <class T>
+constexpr bool kIsFloat = std::is_same_v<Plain<T>, double>;
+template <class T>
+constexpr bool kIsOptionalFloat = std::is_same_v<Plain<T>, std::optional<double>>;
 
 }  // namespace
 
@@ -98,56 +125,42 @@ bool has_rank_buffers(const TrainingState& s) {
 CheckpointData to_checkpoint_data(TrainingState s) {
   CheckpointData d;
   d.tensors = std::move(s.tensors);
-  d.ints = {{"step", s.step},
-            {"epoch", s.epoch},
-            {"step_in_epoch", s.step_in_epoch},
-            {"world_size", s.world_size},
-            {"seed", static_cast<int64_t>(s.seed)},
-            {"global_batch", s.global_batch},
-            {"total_steps", s.total_steps},
-            {"steps_per_epoch", s.steps_per_epoch},
-            {"nonfinite_in_row", s.nonfinite_in_row},
-            {"nonfinite_total", s.nonfinite_total},
-            {"epoch_offset", s.epoch_offset}};
-  d.floats = {{"lr", s.lr}, {"loss_scale", 1.0}};
-  if (s.train_loss) d.floats["train_loss"] = *s.train_loss;
-  if (s.test_top1) d.floats["test_top1"] = *s.test_top1;
-  if (s.test_loss) d.floats["test_loss"] = *s.test_loss;
+  for_each_field(s, [&d](const char* key, auto& f, Need) {
+    if constexpr (kIsInt<decltype(f)>) d.ints[key] = static_cast<int64_t>(f);
+    else if constexpr (kIsFloat<decltype(f)>) d.floats[key] = f;
+    else if constexpr (kIsOptionalFloat<decltype(f)>) { if (f) d.floats[key] = *f; }
+    else d.strings[key] = std::move(f);
+  });
+  d.floats["loss_scale"] = 1.0;  // as earlier builds wrote without loss scaling
   if (s.loss_scale) s.loss_scale->to_checkpoint(d);
-  d.strings = {{"model", std::move(s.model)},
-               {"config", std::move(s.config)},
-               {"config_hash", std::move(s.config_hash)}};
   return d;
 }
 
 TrainingState training_state_from_checkpoint(CheckpointData d, const std::string& origin, bool require_progress) {
   TrainingState s;
-  if (require_progress) {
-    s.step = d.get_int("step", origin);
-    s.epoch = static_cast<int>(d.get_int("epoch", origin));
-    s.step_in_epoch = d.get_int("step_in_epoch", origin);
-  } else {
-    s.step = int_or(d, "step", 0);
-    s.epoch = static_cast<int>(int_or(d, "epoch", 0));
-    s.step_in_epoch = int_or(d, "step_in_epoch", 0);
-  }
-  s.nonfinite_in_row = int_or(d, "nonfinite_in_row", 0);
-  s.nonfinite_total = int_or(d, "nonfinite_total", 0);
-  s.epoch_offset = int_or(d, "epoch_offset", 0);
-  s.world_size = int_or(d, "world_size", 0);
-  s.seed = static_cast<uint64_t>(int_or(d, "seed", 0));
-  s.global_batch = int_or(d, "global_batch", 0);
-  s.total_steps = int_or(d, "total_steps", 0);
-  s.steps_per_epoch = int_or(d, "steps_per_epoch", 0);
-  s.lr = float_or(d, "lr", 0);
-  for (auto [key, field] : {std::pair{"train_loss", &s.train_loss}, {"test_top1", &s.test_top1}, {"test_loss", &s.test_loss}})
-    if (auto it = d.floats.find(key); it != d.floats.end()) *field = it->second;
+  for_each_field(s, [&](const char* key, auto& f, Need need) {
+    using T = Plain<decltype(f)>;
+    if constexpr (kIsInt<T>) {
+      if (auto it = d.ints.find(key); it != d.ints.end()) f = static_cast<T>(it->second);
+      else if (require_progress && need == Need::resume) d.get_int(key, origin);  // throws, naming both
+    } else if constexpr (kIsFloat<T> || kIsOptionalFloat<T>) {
+      if (auto it = d.floats.find(key); it != d.floats.end()) f = it->second;
+    } else {
+      if (auto it = d.strings.find(key); it != d.strings.end()) f = std::move(it->second);
+    }
+  });
   if (LossScaleState ls; LossScaleState::from_checkpoint(d, ls)) s.loss_scale = ls;
-  s.model = string_or(d, "model", "?");
-  s.config = string_or(d, "config", "");
-  s.config_hash = string_or(d, "config_hash", "");
   s.tensors = std::move(d.tensors);
   return s;
+}
+
+std::vector<std::string> training_state_resume_ints() {
+  std::vector<std::string> keys;
+  TrainingState s;
+  for_each_field(s, [&keys](const char* key, auto&, Need need) {
+    if (need == Need::resume) keys.emplace_back(key);
+  });
+  return keys;
 }
 
 std::vector<char> serialize_training_state(const TrainingState& s) {
@@ -162,15 +175,17 @@ std::vector<char> serialize_training_state(const TrainingState& s) {
     for (int64_t d : t.shape()) w.i64(d);
     w.raw(t.raw(), t.nbytes());  // host tensors (capture_state, read_checkpoint_file)
   }
-  for (int64_t v : {s.step, static_cast<int64_t>(s.epoch), s.step_in_epoch, s.nonfinite_in_row, s.nonfinite_total,
-                    s.world_size, static_cast<int64_t>(s.seed), s.global_batch, s.total_steps, s.steps_per_epoch,
-                    s.epoch_offset})
-    w.i64(v);
-  w.f64(s.lr);
+  for_each_field(s, [&w](const char*, const auto& f, Need) {
+    if constexpr (kIsInt<decltype(f)>) w.i64(static_cast<int64_t>(f));
+    else if constexpr (kIsFloat<decltype(f)>) w.f64(f);
+    else if constexpr (kIsOptionalFloat<decltype(f)>) {
+      w.u64(f ? 1 : 0);
+      w.f64(f.value_or(0));
+    } else w.str(f);
+  });
   w.u64(s.loss_scale ? 1 : 0);
   w.f64(s.loss_scale ? s.loss_scale->scale : 1.0);
   w.i64(s.loss_scale ? s.loss_scale->clean_steps : 0);
-  for (const std::string* v : {&s.model, &s.config, &s.config_hash}) w.str(*v);
   return w.take();
 }
 
@@ -193,26 +208,21 @@ TrainingState deserialize_training_state(std::span<const char> bytes) {
     r.raw(t.raw(), t.nbytes());
     s.tensors.emplace_back(std::move(name), std::move(t));
   }
-  s.step = r.i64();
-  s.epoch = static_cast<int>(r.i64());
-  s.step_in_epoch = r.i64();
-  s.nonfinite_in_row = r.i64();
-  s.nonfinite_total = r.i64();
-  s.world_size = r.i64();
-  s.seed = static_cast<uint64_t>(r.i64());
-  s.global_batch = r.i64();
-  s.total_steps = r.i64();
-  s.steps_per_epoch = r.i64();
-  s.epoch_offset = r.i64();
-  s.lr = r.f64();
+  for_each_field(s, [&r](const char*, auto& f, Need) {
+    using T = Plain<decltype(f)>;
+    if constexpr (kIsInt<T>) f = static_cast<T>(r.i64());
+    else if constexpr (kIsFloat<T>) f = r.f64();
+    else if constexpr (kIsOptionalFloat<T>) {
+      const bool has = r.u64() != 0;
+      const double v = r.f64();
+      if (has) f = v;
+    } else f = r.str();
+  });
   const uint64_t has_scale = r.u64();
   LossScaleState ls;
   ls.scale = r.f64();
   ls.clean_steps = r.i64();
   if (has_scale) s.loss_scale = ls;
-  s.model = r.str();
-  s.config = r.str();
-  s.config_hash = r.str();
   if (!r.done())
     throw RuntimeError("training state message: " + std::to_string(bytes.size()) + " bytes, trailing data");
   return s;
@@ -224,9 +234,7 @@ std::string checkpoint_run_problem(const CheckpointLayout& l, const std::string&
     for (size_t i = 0; i < sh.size(); ++i) o += (i ? ", " : "") + std::to_string(sh[i]);
     return o + "]";
   };
-  auto in_group = [](const std::string& n) {
-    return n.rfind("param/", 0) == 0 || n.rfind("buffer/", 0) == 0 || n.rfind("momentum/", 0) == 0;
-  };
+  auto in_group = [](const std::string& n) { return parse_state_tensor_name(n, nullptr, nullptr); };
   if (e.resume) {
     const auto m = l.strings.find("model");
     const std::string model = m == l.strings.end() ? "?" : m->second;
@@ -237,11 +245,12 @@ std::string checkpoint_run_problem(const CheckpointLayout& l, const std::string&
                               ", train.global_batch = " + std::to_string(global_batch) + "; this config has model.name = " +
                               e.model + ", train.global_batch = " + std::to_string(e.global_batch) +
                               ". Pass --run.allow_config_change to resume anyway, or --run.fresh to start over");
-    for (const char* k : kCheckpointResumeInts)
-      if (!l.ints.count(k)) return "dataset /ints/" + std::string(k) + " is missing (a resume needs it)";
+    for (const std::string& k : training_state_resume_ints())
+      if (!l.ints.count(k)) return "dataset /ints/" + k + " is missing (a resume needs it)";
   }
   for (const auto& [name, shape] : e.tensors) {
-    if (!e.resume && name.rfind("momentum/", 0) == 0) continue;
+    StateGroup group;
+    if (!e.resume && parse_state_tensor_name(name, &group, nullptr) && group == StateGroup::momentum) continue;
     const CheckpointTensorInfo* t = l.find(name);
     if (!t) return "dataset /" + name + " is missing (model " + e.model + " needs shape " + str(shape) + ")";
     const bool any = std::find(e.any_shape.begin(), e.any_shape.end(), name) != e.any_shape.end();

@@ -4,13 +4,16 @@
 // the checkpoint manager moves it between the trainer, the checkpoint files (io/checkpoint.hpp) and
 // the other ranks (serialize_training_state + Communicator::broadcast_bytes).
 //
-// The file format is io's CheckpointData; this header is the one place that maps the two:
-//   tensors        <-> CheckpointData::tensors ("param/<name>", "buffer/<name>", "momentum/<name>",
-//                  and with several ranks "rank_buffer/<rank>/<name>": checkpoint format version 2)
-//   ints           step, epoch, step_in_epoch, world_size, seed, global_batch, total_steps,
-//                  steps_per_epoch, nonfinite_in_row, nonfinite_total, epoch_offset, and
+// The file format is io's CheckpointData. One list of fields (for_each_field in
+// training_state.cpp) maps the two, and also makes the bytes of the broadcast and the list of keys a
+// resume needs:
+//   tensors        <-> CheckpointData::tensors (names: state_tensor_name and rank_buffer_name,
+//                  io/checkpoint/checkpoint_format.hpp; per-rank buffers are checkpoint format version 2)
+//   ints           step, epoch, step_in_epoch, nonfinite_in_row, nonfinite_total, epoch_offset,
+//                  world_size, seed, global_batch, total_steps, steps_per_epoch, and
 //                  loss_scale_clean_steps (runs with loss scaling only: LossScaleState)
-//   floats         lr (of the next step), loss_scale (1 without loss scaling)
+//   floats         lr (of the next step), loss_scale (1 without loss scaling), and when known
+//                  train_loss, test_top1, test_loss
 //   strings        model, config (INI text), config_hash (FNV-1a of config, 16 hex digits)
 #include <cstdint>
 #include <optional>
@@ -25,6 +28,20 @@
 
 namespace ht {
 
+/// Where training stands: the counters that resume the sample stream and the schedule exactly.
+struct TrainProgress {
+  int64_t step = 0;           ///< optimizer steps done (global step counter)
+  int epoch = 0;              ///< current epoch (0-based)
+  int64_t step_in_epoch = 0;  ///< steps done inside the epoch (the sample cursor, in global steps)
+  int64_t nonfinite_in_row = 0;  ///< skipped (non-finite) steps in a row, up to the last step
+  int64_t nonfinite_total = 0;   ///< skipped steps in the whole run
+  /// Steps (applied or skipped) of the completed epochs beyond epoch x steps_per_epoch: 0 unless a
+  /// resume changed the length of an epoch (then set by Trainer::restore_state), so that
+  /// step + nonfinite_total = epoch x steps_per_epoch + step_in_epoch + epoch_offset always holds.
+  int64_t epoch_offset = 0;
+};
+
+/// Everything a checkpoint carries to resume a run exactly.
 struct TrainingState {
   /// Host float32 tensors by name: "param/<name>", "buffer/<name>" (BatchNorm running statistics,
   /// averaged over ranks when captured: for export, --init-from and resume at another world size),
@@ -33,16 +50,7 @@ struct TrainingState {
   /// at the same world size restores rank by rank (bitwise exact).
   std::vector<std::pair<std::string, Tensor>> tensors;
 
-  // ---- progress (what resumes the sample stream and the schedule) ----
-  int64_t step = 0;           ///< optimizer steps done
-  int epoch = 0;              ///< current epoch (0-based)
-  int64_t step_in_epoch = 0;  ///< steps done inside the epoch (the sample cursor, in global steps)
-  int64_t nonfinite_in_row = 0;
-  int64_t nonfinite_total = 0;
-  /// Steps (applied or skipped) of the completed epochs beyond epoch x steps_per_epoch: 0 unless a
-  /// resume changed the length of an epoch (then set by Trainer::restore_state), so that
-  /// step + nonfinite_total = epoch x steps_per_epoch + step_in_epoch + epoch_offset always holds.
-  int64_t epoch_offset = 0;
+  TrainProgress progress;
 
   // ---- the run that saved it ----
   int64_t world_size = 0;  ///< ranks at save (0 when the checkpoint does not record it)
@@ -82,11 +90,15 @@ enum class RestoreScope {
 CheckpointData to_checkpoint_data(TrainingState state);
 
 /// The state held in a checkpoint read from `origin` (a path, for messages); tensors are moved.
-/// With `require_progress` (resuming), ints step, epoch and step_in_epoch must be present (UsageError
-/// naming `origin` and the key otherwise); without it (--init-from, which loads tensors only) absent
-/// keys keep their defaults. Other absent keys keep their defaults.
+/// With `require_progress` (resuming), every key of training_state_resume_ints() must be present
+/// (UsageError naming `origin` and the first missing key otherwise); without it (--init-from, which
+/// loads tensors only) absent keys keep their defaults, as other absent keys always do.
 TrainingState training_state_from_checkpoint(CheckpointData data, const std::string& origin,
                                              bool require_progress = true);
+
+/// The ints a resume needs, in the field list's order: the same set as the file format's
+/// kCheckpointResumeInts (io/checkpoint/checkpoint_format.hpp), which validates run directories.
+std::vector<std::string> training_state_resume_ints();
 
 /// What a resume or --init-from needs of a checkpoint, from this run (checkpoint_run_problem).
 struct CheckpointExpectation {
@@ -103,9 +115,8 @@ struct CheckpointExpectation {
 
 /// The checkpoint at `path` (layout `l`) against this run, before any tensor data is read.
 /// Resume: throws CheckpointRefusal naming both values when strings/model or ints/global_batch
-/// differ from the run's (unless allow_config_change); requires every progress and run field
-/// (ints/step, epoch, step_in_epoch, steps_per_epoch, total_steps, nonfinite_in_row,
-/// nonfinite_total, world_size, global_batch); the param/, buffer/ and momentum/ tensors must be
+/// differ from the run's (unless allow_config_change); requires every key of
+/// training_state_resume_ints(); the param/, buffer/ and momentum/ tensors must be
 /// exactly the model's, name for name and shape for shape. --init-from: every param/ and buffer/
 /// tensor of the model present with its shape (any shape for `any_shape`). Returns "" or the problem
 /// naming the dataset and the values.

@@ -34,10 +34,10 @@ TrainingState minimal_state() {
   Tensor m = Tensor::empty({2});
   m.data<float>()[0] = m.data<float>()[1] = 0.f;
   s.tensors.emplace_back("momentum/w", m);
-  s.step = 7;
-  s.epoch = 0;
-  s.step_in_epoch = 9;
-  s.nonfinite_total = 2;
+  s.progress.step = 7;
+  s.progress.epoch = 0;
+  s.progress.step_in_epoch = 9;
+  s.progress.nonfinite_total = 2;
   s.world_size = 1;
   s.global_batch = 8;
   s.total_steps = 100;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <set>
 #include <unistd.h>
 
 #include "io/checkpoint/checkpoint_store.hpp"
@@ -29,12 +30,12 @@ TrainingState sample_state() {
   s.tensors.emplace_back("param/fc.bias", filled({3}, -2.f));
   s.tensors.emplace_back("buffer/bn.running_mean", filled({2}, 0.5f));
   s.tensors.emplace_back("momentum/fc.weight", filled({3, 2}, 7.f));
-  s.step = 40;
-  s.epoch = 3;
-  s.step_in_epoch = 4;
-  s.nonfinite_in_row = 1;
-  s.nonfinite_total = 5;
-  s.epoch_offset = 5;  // 40 + 5 steps done = 3 epochs x 12 + 4 + 5
+  s.progress.step = 40;
+  s.progress.epoch = 3;
+  s.progress.step_in_epoch = 4;
+  s.progress.nonfinite_in_row = 1;
+  s.progress.nonfinite_total = 5;
+  s.progress.epoch_offset = 5;  // 40 + 5 steps done = 3 epochs x 12 + 4 + 5
   s.world_size = 4;
   s.seed = 1234567890123ull;
   s.global_batch = 256;
@@ -59,12 +60,12 @@ void require_same(const TrainingState& a, const TrainingState& b) {
     REQUIRE(a.tensors[i].first == b.tensors[i].first);
     require_same_tensor(a.tensors[i].second, b.tensors[i].second);
   }
-  CHECK(a.step == b.step);
-  CHECK(a.epoch == b.epoch);
-  CHECK(a.step_in_epoch == b.step_in_epoch);
-  CHECK(a.nonfinite_in_row == b.nonfinite_in_row);
-  CHECK(a.nonfinite_total == b.nonfinite_total);
-  CHECK(a.epoch_offset == b.epoch_offset);
+  CHECK(a.progress.step == b.progress.step);
+  CHECK(a.progress.epoch == b.progress.epoch);
+  CHECK(a.progress.step_in_epoch == b.progress.step_in_epoch);
+  CHECK(a.progress.nonfinite_in_row == b.progress.nonfinite_in_row);
+  CHECK(a.progress.nonfinite_total == b.progress.nonfinite_total);
+  CHECK(a.progress.epoch_offset == b.progress.epoch_offset);
   CHECK(a.world_size == b.world_size);
   CHECK(a.seed == b.seed);
   CHECK(a.global_batch == b.global_batch);
@@ -72,6 +73,9 @@ void require_same(const TrainingState& a, const TrainingState& b) {
   CHECK(a.steps_per_epoch == b.steps_per_epoch);
   CHECK(a.lr == b.lr);
   CHECK(a.loss_scale == b.loss_scale);
+  CHECK(a.train_loss == b.train_loss);
+  CHECK(a.test_top1 == b.test_top1);
+  CHECK(a.test_loss == b.test_loss);
   CHECK(a.model == b.model);
   CHECK(a.config == b.config);
   CHECK(a.config_hash == b.config_hash);
@@ -124,8 +128,8 @@ TEST_CASE("checkpoint training state: absent keys", "[checkpoint][state]") {
   }
   // --init-from needs only the tensors; the rest keeps the defaults.
   TrainingState s = training_state_from_checkpoint(d, "/x/step-9.h5", /*require_progress=*/false);
-  CHECK(s.step == 9);
-  CHECK(s.epoch == 0);
+  CHECK(s.progress.step == 9);
+  CHECK(s.progress.epoch == 0);
   CHECK(s.world_size == 0);
   CHECK(s.model == "?");
   CHECK(!s.loss_scale);
@@ -150,6 +154,49 @@ TEST_CASE("checkpoint training state: bytes for the broadcast round-trip exactly
   b.push_back(0);
   CHECK_THROWS_AS(deserialize_training_state(b), RuntimeError);
   require_same(TrainingState{}, deserialize_training_state(serialize_training_state(TrainingState{})));
+}
+
+TEST_CASE("checkpoint training state: how the run was doing travels through the file and the broadcast",
+          "[checkpoint][state]") {
+  TrainingState s = sample_state();
+  s.train_loss = 0.4375;
+  s.test_top1 = 0.8125;
+  s.test_loss = 0.5625;
+  s.loss_scale = LossScaleState{1024.0, 17};
+  CheckpointData d = to_checkpoint_data(s);
+  CHECK(d.floats == std::map<std::string, double>{{"lr", 0.0375},
+                                                  {"loss_scale", 1024.0},
+                                                  {"train_loss", 0.4375},
+                                                  {"test_top1", 0.8125},
+                                                  {"test_loss", 0.5625}});
+  CHECK(d.ints.at("loss_scale_clean_steps") == 17);
+  require_same(s, training_state_from_checkpoint(std::move(d), "mem"));
+  require_same(s, deserialize_training_state(serialize_training_state(s)));
+  // Absent in the file: absent in the state, not zero.
+  s.test_top1.reset();
+  s.test_loss.reset();
+  TrainingState back = deserialize_training_state(serialize_training_state(s));
+  CHECK(!back.test_top1);
+  CHECK(!back.test_loss);
+  CHECK(back.train_loss == 0.4375);
+}
+
+TEST_CASE("checkpoint training state: the ints a resume needs are the file format's", "[checkpoint][state]") {
+  std::set<std::string> format(std::begin(kCheckpointResumeInts), std::end(kCheckpointResumeInts));
+  const std::vector<std::string> fields = training_state_resume_ints();
+  CHECK(std::set<std::string>(fields.begin(), fields.end()) == format);
+  CHECK(fields.size() == format.size());
+  // Each one is required when resuming: drop it from a complete file and the error names it.
+  for (const std::string& key : fields) {
+    CheckpointData d = to_checkpoint_data(sample_state());
+    d.ints.erase(key);
+    try {
+      training_state_from_checkpoint(d, "/r/step-40.h5");
+      FAIL("no error without ints/" << key);
+    } catch (const UsageError& e) {
+      CHECK(std::string(e.what()) == "/r/step-40.h5: field ints/" + key + " is missing");
+    }
+  }
 }
 
 TEST_CASE("checkpoint training state: the head's parameter names (--reset-head)", "[checkpoint][state]") {
