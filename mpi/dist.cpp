@@ -137,20 +137,25 @@ uint32_t dist_bitwise_or(uint32_t flags, const char* what) {
 }
 
 std::vector<std::string> dist_allgather_strings(const std::string& mine, const char* what, WaitKind kind) {
-  const int n = g_ctx.world_size;
+  if (g_ctx.world_size == 1) return {mine};
+  return allgather_strings(MPI_COMM_WORLD, mine, what, kind);
+}
+
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine, const char* what, WaitKind kind) {
+  int n = 1;
+  HT_MPI_CHECK(MPI_Comm_size(comm, &n));
   if (n == 1) return {mine};
   int len = static_cast<int>(mine.size());
   std::vector<int> lens(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
   CollectiveWait wait(what, kind);
-  HT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  HT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
   int total = 0;
   for (int r = 0; r < n; ++r) {
     displs[static_cast<size_t>(r)] = total;
     total += lens[static_cast<size_t>(r)];
   }
   std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
-  HT_MPI_CHECK(
-      MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, MPI_COMM_WORLD));
+  HT_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm));
   std::vector<std::string> out;
   for (int r = 0; r < n; ++r)
     out.emplace_back(all.data() + displs[static_cast<size_t>(r)], static_cast<size_t>(lens[static_cast<size_t>(r)]));

@@ -61,6 +61,10 @@ uint32_t dist_bitwise_or(uint32_t flags, const char* what);
 /// Every rank's string, indexed by rank (MPI_Allgather of the lengths, then MPI_Allgatherv).
 std::vector<std::string> dist_allgather_strings(const std::string& mine, const char* what,
                                                 WaitKind kind = WaitKind::bounded);
+/// The same over `comm` (which need not be the world of dist_init): every rank of `comm` calls it.
+/// Bounded by dist.timeout_s (a CollectiveWait named `what`). The one string allgather.
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine, const char* what,
+                                           WaitKind kind = WaitKind::bounded);
 /// Rank 0's `bytes` to every rank (MPI_Bcast); `bytes` has the same size on every rank.
 void dist_broadcast(std::vector<char>& bytes, const char* what, WaitKind kind = WaitKind::bounded);
 /// Every rank's `mine` (the same length on every rank) on rank 0, rank-major (MPI_Gather), bounded;

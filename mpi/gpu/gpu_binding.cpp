@@ -4,35 +4,20 @@
 #include "cuda/binding_plan.hpp"
 #include "cuda/gpu_env.hpp"
 #include "mpi/check.hpp"
+#include "mpi/dist.hpp"
 
 namespace ht {
-namespace {
-/// Every rank's string, in rank order (MPI_Allgather of lengths, then MPI_Allgatherv).
-std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine) {
-  int size = 1;
-  HT_MPI_CHECK(MPI_Comm_size(comm, &size));
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-  HT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
-  int total = 0;
-  for (int r = 0; r < size; ++r) {
-    displs[r] = total;
-    total += lens[r];
-  }
-  std::vector<char> all(static_cast<size_t>(total) + 1);
-  HT_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm));
-  std::vector<std::string> out;
-  for (int r = 0; r < size; ++r) out.emplace_back(all.data() + displs[r], static_cast<size_t>(lens[r]));
-  return out;
-}
-}  // namespace
 
 int bind_rank_gpu(MPI_Comm comm, MPI_Comm local, const std::string& host, bool allow_shared_gpu, std::string* uuid) {
   int rank = 0;
   HT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   // The node: the lowest rank (in `comm`) among the ranks sharing memory with this one.
   int node = rank;
-  if (local != MPI_COMM_NULL) HT_MPI_CHECK(MPI_Allreduce(&rank, &node, 1, MPI_INT, MPI_MIN, local));
+  if (local != MPI_COMM_NULL) {
+    // Bounded like every wait on peers: a peer dying here must not hang the others.
+    CollectiveWait wait("bind_rank_gpu: the node's lowest rank (MPI_Allreduce on the node)");
+    HT_MPI_CHECK(MPI_Allreduce(&rank, &node, 1, MPI_INT, MPI_MIN, local));
+  }
   GpuEnv env = probe_gpu_env();
   GpuDiagnosis diag = diagnose_gpu_env(env);
   // One record per rank: node \x1f host \x1f status-ok \x1f diagnosis \x1f fix \x1f uuid \x1f uuid ...
@@ -42,7 +27,7 @@ int bind_rank_gpu(MPI_Comm comm, MPI_Comm local, const std::string& host, bool a
   for (const auto& d : env.devices) mine += sep + d.uuid;
   std::vector<RankGpus> ranks;
   std::string first_bad;
-  for (const auto& rec : allgather_strings(comm, mine)) {
+  for (const auto& rec : allgather_strings(comm, mine, "bind_rank_gpu: every rank's GPUs (UUIDs allgathered over MPI)")) {
     std::vector<std::string> f;
     size_t pos = 0;
     while (true) {

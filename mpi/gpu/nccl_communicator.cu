@@ -363,6 +363,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(double timeout_s, DType gra
       err = ncclGetErrorString(rc);
     }
   }
+  // The bootstrap's waits on peers are bounded like every other (a peer dying between its
+  // ncclGetUniqueId and these broadcasts must not hang the others).
+  CollectiveWait wait("make_nccl_communicator: the NCCL unique id (MPI_Bcast) and the bootstrap communicator (MPI_Comm_dup)");
   HT_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
   if (!ok)
     throw RuntimeError("NCCL initialisation on rank " + std::to_string(rank) + ": ncclGetUniqueId failed on rank 0" +
