@@ -5,7 +5,8 @@
 //    (M/(M-1) correction, as PyTorch; PyTorch's own CUDA path calls this same cuDNN function);
 //  - resultSaveMean / resultSaveInvVariance are mean_b and 1/sqrt(var_b + eps), i.e. save_mean and
 //    save_invstd, consumed by cudnnBatchNormalizationBackward;
-//  - dgamma/dbeta are overwritten (betaParamDiff = 0) or accumulated (betaParamDiff = 1).
+//  - dgamma/dbeta are overwritten (betaParamDiff = 0) or accumulated (betaParamDiff = 1) in float32;
+//    in low precision the accumulation is ours (see batchnorm2d_backward).
 // eps must be > 0 as on the CPU (cuDNN 9 only asks eps >= CUDNN_BN_MIN_EPSILON, which is 0.0 since
 // cuDNN 8; cuDNN 7 had 1e-5), and the same eps is passed to forward and backward.
 //
@@ -17,6 +18,7 @@
 // the backward of the same micro-batch.
 #include "src/ops/gpu_common.cuh"
 #include "src/ops/batchnorm2d.hpp"
+#include "src/ops/elementwise.hpp"
 #include "src/ops/op_math.hpp"
 
 namespace ht::cuda {
@@ -36,6 +38,7 @@ struct BnCache : OpCache {
   TensorDesc x, param;
   Tensor reserve;  ///< the Ex forward's reserve space, read by the Ex backward (low precision only)
   size_t reserve_bytes = 0;
+  Tensor dgamma_part, dbeta_part;  ///< [C] float32: one micro-batch's parameter gradients (low precision)
 };
 
 /// The Ex mode of a low-precision batch norm (see the header comment).
@@ -113,12 +116,27 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
         cx.cudnn, mode, CUDNN_BATCHNORM_OPS_BN, bc.x.get(), bc.x.get(), bc.x.get(), nullptr, bc.x.get(), bc.param.get(),
         nullptr, &ws_bytes));
     void* ws = workspace(ws_bytes);
+    // Accumulating (train.accumulation_steps > 1) does not rely on betaParamDiff = 1 here: the Ex
+    // backward in the persistent NHWC mode is a path PyTorch never accumulates through, so nothing
+    // vouches for it. cuDNN writes this micro-batch's gradients into float32 scratch (beta 0) and they
+    // are added in float32, as conv2d accumulates its low-precision filter gradient.
+    Tensor* dg = &dgamma;
+    Tensor* db = &dbeta;
+    if (accumulate) {
+      bc.dgamma_part.ensure({sh.c}, DType::f32, Device::cuda);
+      bc.dbeta_part.ensure({sh.c}, DType::f32, Device::cuda);
+      dg = &bc.dgamma_part;
+      db = &bc.dbeta_part;
+    }
     HT_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
-        cx.cudnn, mode, CUDNN_BATCHNORM_OPS_BN, Scalars::one(), Scalars::zero(), Scalars::one(),
-        Scalars::beta(accumulate), bc.x.get(), x.raw(), nullptr, nullptr, bc.x.get(), dy.raw(), nullptr, nullptr,
-        bc.x.get(), dx.raw(), bc.param.get(), gamma.raw(), nullptr, dgamma.raw(), dbeta.raw(),
-        static_cast<double>(sh.eps), save_mean.raw(), save_invstd.raw(), nullptr, ws, ws_bytes,
-        bc.reserve_bytes ? bc.reserve.raw() : nullptr, bc.reserve_bytes));
+        cx.cudnn, mode, CUDNN_BATCHNORM_OPS_BN, Scalars::one(), Scalars::zero(), Scalars::one(), Scalars::zero(),
+        bc.x.get(), x.raw(), nullptr, nullptr, bc.x.get(), dy.raw(), nullptr, nullptr, bc.x.get(), dx.raw(),
+        bc.param.get(), gamma.raw(), nullptr, dg->raw(), db->raw(), static_cast<double>(sh.eps), save_mean.raw(),
+        save_invstd.raw(), nullptr, ws, ws_bytes, bc.reserve_bytes ? bc.reserve.raw() : nullptr, bc.reserve_bytes));
+    if (accumulate) {
+      add_inplace_gpu(dgamma, bc.dgamma_part);
+      add_inplace_gpu(dbeta, bc.dbeta_part);
+    }
     return;
   }
   HT_CUDNN_CHECK(cudnnBatchNormalizationBackward(

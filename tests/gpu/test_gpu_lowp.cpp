@@ -167,6 +167,18 @@ TEST_CASE("batchnorm2d in bf16/fp16 NHWC with fp32 statistics matches the CPU", 
       CHECK(rel_err_any(dxg, dx_ref) < lowp_tol(t, 1));
       CHECK(rel_err(dgg, dg_ref) < 1e-4);
       CHECK(rel_err(dbg, db_ref) < 1e-4);
+      // Accumulating (train.accumulation_steps > 1): dgamma and dbeta add to what they hold, in float32;
+      // dx is written whole. The starting values are random, so overwriting fails the check.
+      const Tensor dg0 = randn({c}, 7), db0 = randn({c}, 8);
+      Tensor dxa_ref = Tensor::empty(xs), dga_ref = Tensor::empty({c}), dba_ref = Tensor::empty({c});
+      dga_ref.copy_from(dg0);
+      dba_ref.copy_from(db0);
+      batchnorm2d_backward_cpu(cc, sh, x, dy, gamma, sm_ref, si_ref, dxa_ref, dga_ref, dba_ref, true);
+      Tensor dxa = poisoned_as(xs, t), dga = gpu(dg0), dba = gpu(db0);
+      batchnorm2d_backward_gpu(gc, sh, xg, gpu_as(dy, t), gg, smg, sig, dxa, dga, dba, true);
+      CHECK(rel_err_any(dxa, dxa_ref) < lowp_tol(t, 1));
+      CHECK(rel_err(dga, dga_ref) < 1e-4);
+      CHECK(rel_err(dba, dba_ref) < 1e-4);
       Tensor yi_ref = Tensor::empty(xs), yig = poisoned_as(xs, t);
       batchnorm2d_forward_infer_cpu(cc, sh, x, gamma, beta, rm_ref, rv_ref, yi_ref);
       batchnorm2d_forward_infer_gpu(gc, sh, xg, gg, bg, rmg, rvg, yig);
