@@ -40,8 +40,9 @@ std::string oom_message(const std::string& layer, size_t bytes_requested, size_t
      << format_bytes(pool_reserved_bytes)
      << ". Remedies: lower the micro-batch and raise train.accumulation_steps by the same factor "
         "(micro-batch = train.global_batch / (world_size x train.accumulation_steps); the global batch and the "
-        "results stay the same); bf16 mixed precision would halve activation memory, but this version trains in "
-        "fp32/tf32 only (train.precision = bf16 is refused); check that no other process uses this GPU (nvidia-smi).";
+        "results stay the same); where the run is in fp32 or tf32, train.precision = bf16 (mixed precision: bf16 "
+        "activations, fp32 master weights) about halves activation memory; check that no other process uses this "
+        "GPU (nvidia-smi).";
   return os.str();
 }
 

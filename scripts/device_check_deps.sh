@@ -14,7 +14,7 @@ if [[ -f "$DEPS/deps.tar.xz" ]]; then
     echo "$sum" > "$ROOT/.unpacked_from"
   fi
 elif [[ ! -d "$ROOT/usr" ]]; then
-  unverified deps "$DEPS/deps.tar.xz is missing: run scripts/pack_device_deps.sh on a Debian machine first and carry .device_deps (git-ignored) with the tree"
+  unverified deps "$DEPS/deps.tar.xz is missing: run scripts/pack_device_deps.sh on a Debian machine first and carry only .device_deps/deps.tar.xz (git-ignored) with the tree: the unpacked tree is about 246 MiB, over the 64 MiB the device tool carries"
   finish
 fi
 status deps "$(wc -l < "$ROOT/PACKAGES.txt" 2>/dev/null || echo '?') packages, $(du -sm "$ROOT" 2>/dev/null | cut -f1) MiB unpacked at $(elapsed) s"

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -53,9 +54,15 @@ int bench_train(const Args& args) {
     std::ifstream in(std::filesystem::path(cfg.run.dir) / "metrics.jsonl");
     std::string line;
     std::vector<nlohmann::json> recs;
+    std::vector<double> losses;  // every step's, warm-up included (non-finite: NaN; JSON writes null)
+    int64_t skipped = 0;
     while (std::getline(in, line)) {
       auto j = nlohmann::json::parse(line);
-      if (j["event"] == "step" && j["step"].get<int64_t>() > warmup) recs.push_back(j);
+      if (j["event"] != "step") continue;
+      const auto& l = j["loss"];
+      losses.push_back(l.is_number() ? l.get<double>() : std::nan(""));
+      skipped += j.value("skipped", false) ? 1 : 0;
+      if (j["step"].get<int64_t>() > warmup) recs.push_back(j);
     }
     nlohmann::json res = {{"benchmark", "train"}, {"model", cfg.model.name}, {"device", to_string(cfg.train.device)},
                           {"world_size", dist().world_size}, {"global_batch", cfg.train.global_batch},
@@ -81,6 +88,23 @@ int bench_train(const Args& args) {
       res[k] = recs.empty() ? 0.0 : s / static_cast<double>(recs.size());
     }
     res["images_per_s"] = res["step_ms"].get<double>() > 0 ? cfg.train.global_batch / (res["step_ms"].get<double>() / 1000) : 0.0;
+    // A fast run is worth nothing if it does not train (a low-precision path gone wrong): the losses
+    // must be finite and the last no higher than kLossGrowthBound times the first. Synthetic data
+    // keeps the loss near ln(classes), so a run that diverges crosses the bound within a few steps.
+    constexpr double kLossGrowthBound = 1.5;
+    const bool all_finite = std::all_of(losses.begin(), losses.end(), [](double v) { return std::isfinite(v); });
+    const double first = losses.empty() ? std::nan("") : losses.front();
+    const double last = losses.empty() ? std::nan("") : losses.back();
+    const bool losses_ok = !losses.empty() && all_finite && last <= kLossGrowthBound * first;
+    res["first_loss"] = std::isfinite(first) ? nlohmann::json(first) : nlohmann::json(nullptr);
+    res["last_loss"] = std::isfinite(last) ? nlohmann::json(last) : nlohmann::json(nullptr);
+    res["skipped_steps"] = skipped;
+    res["loss_bound"] = strf("every loss finite and last_loss <= %.1f x first_loss", kLossGrowthBound);
+    res["losses_ok"] = losses_ok;
+    if (!losses_ok)
+      log_warn(strf("bench train: the losses fail their bound (first %g, last %g, %s): these figures are not "
+                    "verified",
+                    first, last, all_finite ? "every loss finite" : "a loss is not finite"));
     log_raw_out(strf("bench train: %s, world_size %d, global batch %d: %.1f images/s (step %.2f ms: data %.2f forward %.2f "
                      "backward %.2f allreduce %.2f optimizer %.2f)",
                      cfg.model.name.c_str(), dist().world_size, cfg.train.global_batch, res["images_per_s"].get<double>(),

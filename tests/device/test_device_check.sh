@@ -43,6 +43,7 @@ check(r.get("mpi_np2_rc") == "0", "mpirun -np 2 hpctrain doctor --device cpu suc
 check(r.get("doctor_rc") == "0", "doctor --device cpu finds no problem", r)
 check(r.get("unverified") == [], "nothing unverified on the CPU path", r)
 check(r.get("verdict") == "cpu_path_ok_gpu_not_checked", "the verdict says the GPU was not checked", r)
+check(r.get("comparison_verdict") == "not_run" and r.get("uncompared") == [], "no comparison on the CPU path", r)
 check(int(r.get("total_s", -1)) >= 0, "total_s recorded", r)
 check(out[-1].startswith("total_s"), f"the table is printed last (last line: {out[-1]!r})", r)
 check(any(l.startswith("==== hpctrain device check") for l in out[-14:]), "table header near the end", r)
@@ -61,8 +62,12 @@ check(rc == 1, f"the GPU path without GPU tests or a GPU exits 1 (got {rc})", r)
 names = " | ".join(r.get("unverified", []))
 check("gpu_tests" in names or "gpu test" in names, f"the GPU tests are named: {names}", r)
 check("training" in names, f"the training run is named: {names}", r)
-check("bench hpctrain" in names and "bench pytorch" in names,
-      f"the benchmark runs that could not run are named: {names}", r)
+check("bench hpctrain" in names, f"hpctrain's benchmark, which could not run, is named: {names}", r)
+compared = " | ".join(r.get("uncompared", []))
+check("bench pytorch" in compared and "bench pytorch" not in names,
+      f"PyTorch's side is missing from the comparison, not from correctness: {compared}", r)
+check(r.get("comparison_verdict") == "incomplete", "the comparison has its own verdict: incomplete", r)
+check(any(l.startswith("NOT COMPARED: bench pytorch") for l in out), "the output names what was not compared", r)
 check("passed" not in r.get("ctest_gpu_summary", "") or " 0 passed" in r.get("ctest_gpu_summary", "") or
       "not run" in r.get("ctest_gpu_summary", ""), "no GPU test counted as passed", r)
 print("device_check.sh: CPU path ok (JSON valid, table last); a spent deadline and a GPU path without GPU exit 1 "

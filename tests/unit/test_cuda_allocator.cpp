@@ -13,7 +13,11 @@ TEST_CASE("oom_message gives layer, bytes, free/total memory and remedies", "[cu
   const std::string m = oom_message("layer2.0.conv1", size_t{3} << 30, size_t{512} << 20, size_t{80} << 30,
                                     size_t{70} << 30, 1);
   check_mentions(m, {"out of memory on device 1", "layer 'layer2.0.conv1'", "3.00 GiB (3221225472 bytes)",
-                     "512.0 MiB free of 80.00 GiB total", "70.00 GiB", "train.accumulation_steps", "bf16"});
+                     "512.0 MiB free of 80.00 GiB total", "70.00 GiB", "train.accumulation_steps",
+                     "train.precision = bf16", "halves activation memory", "nvidia-smi"});
+  // Mixed precision is a remedy this version has (it was refused once; the advice must not say so).
+  CHECK(m.find("refused") == std::string::npos);
+  CHECK(m.find("fp32/tf32 only") == std::string::npos);
   CHECK(oom_message("", 10, 0, 0, 0, 0).find("(outside any layer)") != std::string::npos);
 }
 
