@@ -13,7 +13,8 @@
 //
 // Activation formats (src/ops/gpu_common.cuh): float32 NCHW, or bfloat16/float16 NHWC (channels-last) with
 // float32 compute (the convolution descriptor's compute type is CUDNN_DATA_FLOAT in every format:
-// cuDNN's PSEUDO_BFLOAT16/PSEUDO_HALF configurations), tensor-core math allowed. The filter and its
+// cuDNN's PSEUDO_BFLOAT16/PSEUDO_HALF configurations), algorithms searched with CUDNN_TENSOR_OP_MATH as
+// PyTorch does (tensor-core kernels first; speed only, to be measured on a GPU). The filter and its
 // gradient stay float32 KCRS masters in the op interface: each pass first rounds the master to a
 // low-precision KRSC copy in the layer's cache (own kernel), and cuDNN's low-precision filter
 // gradient is widened into the float32 one (overwrite or accumulate in float32, never in bf16).
@@ -90,6 +91,8 @@ bool same_shape(const Conv2dShape& a, const Conv2dShape& b) {
 /// "allow_tf32" are the rules of this flag.
 bool tensor_ops(const Options& opt, ActFormat f) { return opt.allow_tf32 || f.low_precision(); }
 
+cudnnMathType_t to_cudnn(ConvMath m);
+
 ConvCache& prepare(OpCachePtr& slot, const Conv2dShape& sh, const Options& opt, ActFormat f) {
   ConvCache& cc = cache_as<ConvCache>(slot);
   if (cc.valid && same_shape(cc.sh, sh) && cc.tf32 == opt.allow_tf32 && cc.fmt == f) return cc;
@@ -101,7 +104,7 @@ ConvCache& prepare(OpCachePtr& slot, const Conv2dShape& sh, const Options& opt, 
                                             sh.k, sh.c, sh.r, sh.s));
   HT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cc.conv, sh.pad, sh.pad, sh.stride, sh.stride, 1, 1,
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  HT_CUDNN_CHECK(cudnnSetConvolutionMathType(cc.conv, tensor_ops(opt, f) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  HT_CUDNN_CHECK(cudnnSetConvolutionMathType(cc.conv, to_cudnn(conv_base_math(tensor_ops(opt, f), f.low_precision()))));
   if (f.low_precision()) {
     const std::vector<int64_t> filt = f.nhwc ? std::vector<int64_t>{sh.k, sh.r, sh.s, sh.c}
                                              : std::vector<int64_t>{sh.k, sh.c, sh.r, sh.s};
@@ -178,7 +181,7 @@ ConvAlgoChoice choose(ConvPass pass, ConvCache& cc, const Options& opt, Find fin
   Perf perf[kCount];
   int got = 0;
   const bool tc = tensor_ops(opt, cc.fmt);
-  set_math(cc, conv_base_math(tc));
+  set_math(cc, conv_base_math(tc, cc.fmt.low_precision()));
   if (opt.deterministic) {
     HT_CUDNN_CHECK(get(perf, &got));
   } else {

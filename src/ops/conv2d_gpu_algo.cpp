@@ -34,7 +34,10 @@ bool conv_algo_nondeterministic(ConvPass pass, int algo) {
   return true;
 }
 
-ConvMath conv_base_math(bool allow_tf32) { return allow_tf32 ? ConvMath::default_math : ConvMath::fma; }
+ConvMath conv_base_math(bool allow_tf32, bool low_precision) {
+  if (low_precision) return ConvMath::tensor_op;
+  return allow_tf32 ? ConvMath::default_math : ConvMath::fma;
+}
 
 std::optional<ConvMath> conv_run_math(const ConvAlgoPerf& p, bool allow_tf32) {
   switch (p.math) {

@@ -60,8 +60,11 @@ struct ConvAlgoChoice {
 /// backward filter ALGO_0 (= 0) and ALGO_3 (= 3). conv2d.cu static_asserts these enum values.
 bool conv_algo_nondeterministic(ConvPass pass, int algo);
 
-/// The math type the descriptor is given before cudnnFind/cudnnGet (fma in strict FP32, default with TF32).
-ConvMath conv_base_math(bool allow_tf32);
+/// The math type the descriptor is given before cudnnFind/cudnnGet: fma in strict FP32, default with
+/// TF32, tensor_op for bfloat16/float16 data (`low_precision`), as PyTorch sets CUDNN_TENSOR_OP_MATH for
+/// half-precision convolutions so that cuDNN offers its tensor-core kernels first (a speed choice:
+/// bf16/fp16 products are exact in the float32 accumulator either way).
+ConvMath conv_base_math(bool allow_tf32, bool low_precision = false);
 
 /// The math type to run `p` with, or nullopt when `p` is not usable under this precision policy.
 std::optional<ConvMath> conv_run_math(const ConvAlgoPerf& p, bool allow_tf32);

@@ -106,6 +106,11 @@ TEST_CASE("strict FP32 never runs tensor-op math; TF32 runs the entry's math typ
   CHECK_FALSE(conv_run_math(perf(4, 0, ConvMath::tensor_op_allow_conversion), false));
   CHECK(conv_base_math(false) == ConvMath::fma);
   CHECK(conv_base_math(true) == ConvMath::default_math);
+  // bf16/fp16 data: searched with tensor-op math, as PyTorch (tensor-core kernels first); such a
+  // choice runs as found (tensor-core math is allowed for low precision).
+  CHECK(conv_base_math(true, true) == ConvMath::tensor_op);
+  CHECK(conv_base_math(false, true) == ConvMath::tensor_op);
+  CHECK(conv_run_math(perf(1, 0, ConvMath::tensor_op), true) == ConvMath::tensor_op);
 }
 
 TEST_CASE("no_conv_algo_message says why each entry was refused and what to change", "[conv_algo]") {
