@@ -2,7 +2,7 @@
 // Tensor: a shape, a dtype, a device and a view into reference-counted storage.
 // Layout is row-major over the shape; activations are NCHW ([N, C, H, W]) unless a function says
 // otherwise. Views (view(), slice()) share storage, which is how every parameter and gradient is a
-// window into one flat buffer (see src/nn/model.hpp).
+// window into one flat buffer (see src/nn/params.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <functional>

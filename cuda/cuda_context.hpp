@@ -5,7 +5,7 @@
 //
 // The first part of this header has no CUDA types, so the trainer and CLI can call it in every
 // build; in a CPU-only build init() throws RuntimeError. The second part (HT_HAVE_CUDA) exposes the
-// streams and handles to the CUDA implementations in cuda/ and mpi/nccl_communicator.cu.
+// streams and handles to the CUDA implementations in cuda/ and mpi/gpu/nccl_communicator.cu.
 #include <cstddef>
 #include <string>
 

@@ -1,7 +1,7 @@
 #pragma once
 // Communicators: collective operations over all ranks on float32 data that lives on the
 // communicator's device. MpiCommunicator (mpi/mpi_communicator.cpp) works on host memory;
-// NcclCommunicator (mpi/nccl_communicator.cu, CUDA builds) on device memory, where "async" means
+// NcclCommunicator (mpi/gpu/nccl_communicator.cu, CUDA builds) on device memory, where "async" means
 // enqueued on a dedicated communication stream ordered after the compute stream's work so far.
 //
 // Element counts are the span's size (floats), never bytes (broadcast_bytes alone moves host bytes).
@@ -69,7 +69,7 @@ class Communicator {
   /// Returns the milliseconds the caller was blocked.
   virtual double wait_all() = 0;
 
-  // ---- timeline tracing (doctor/trace; io/trace.hpp) ----
+  // ---- timeline tracing (doctor/trace; mpi/trace.hpp) ----
   /// Called on the communication thread after each background operation (start_allreduce_average)
   /// with its sequence number since the communicator was made and its start and end times.
   using AsyncObserver = std::function<void(int64_t seq, std::chrono::steady_clock::time_point begin,

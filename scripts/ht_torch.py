@@ -1,6 +1,6 @@
 """Shared helpers of scripts/import_torch.py and scripts/export_torch.py: hpctrain's models written in
 PyTorch (parameter names and shapes equal to hpctrain's, which follow torchvision's state_dict), and
-reading/writing the hpctrain checkpoint format (io/checkpoint.hpp) with h5py.
+reading/writing the hpctrain checkpoint format (io/checkpoint/checkpoint_format.hpp) with h5py.
 
 Checkpoint layout: root attributes format = "hpctrain-checkpoint" (fixed-length string), version = 1
 or 2 (int64; 2 adds /rank_buffer/<rank>/<name>, each rank's own buffers, which export ignores: it

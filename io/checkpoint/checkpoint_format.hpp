@@ -1,7 +1,7 @@
 #pragma once
 // The checkpoint file format (docs/checkpoint.md): one HDF5 file per checkpoint, written by a
 // streaming writer (io/checkpoint/checkpoint_encode.cpp) and read back and validated completely
-// (io/checkpoint/checkpoint_read.cpp). Where the files live, LATEST and pruning: io/checkpoint_store.hpp.
+// (io/checkpoint/checkpoint_read.cpp). Where the files live, LATEST and pruning: io/checkpoint/checkpoint_store.hpp.
 //
 // File layout (readable with h5py / h5dump without our code):
 //   root attributes  format = "hpctrain-checkpoint", version = 1 or 2 (checkpoint_version_for)

@@ -1,5 +1,5 @@
 // NcclCommunicator: the Communicator over NCCL for one GPU per rank (declared through
-// make_nccl_communicator in mpi/nccl_communicator.hpp).
+// make_nccl_communicator in mpi/gpu/nccl_communicator.hpp).
 //
 // - One communicator over all ranks of MPI_COMM_WORLD; rank 0 makes the ncclUniqueId, MPI_Bcast
 //   hands it to the others. Initialisation is non-blocking (ncclConfig_t.blocking = 0) and polled

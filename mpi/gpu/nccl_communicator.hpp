@@ -1,6 +1,6 @@
 #pragma once
-// Factory for the NCCL communicator (mpi/nccl_communicator.cu, CUDA builds only). Declared here so
-// make_communicator (mpi/communicator.cpp) can call it without including CUDA headers.
+// Factory for the NCCL communicator (mpi/gpu/nccl_communicator.cu, CUDA builds only). Declared here so
+// make_communicator (mpi/gpu/communicator_factory.cpp) can call it without including CUDA headers.
 #include <memory>
 
 #include "mpi/communicator.hpp"

@@ -179,7 +179,7 @@ AllreduceResult mpi_allreduce_check(const DoctorOptions& o, const DistContext& d
 
 #if defined(HT_HAVE_CUDA)
 /// NCCL allreduce on each rank's bound GPU, through the same time-limited communicator as training
-/// (mpi/nccl_communicator.cu): initialisation and every collective end after `o.timeout_s`, so a
+/// (mpi/gpu/nccl_communicator.cu): initialisation and every collective end after `o.timeout_s`, so a
 /// stalled rank or a misconfigured network gives an error naming the rank and the NCCL_* settings
 /// instead of hanging the doctor. Local setup failures are agreed on first, so no rank enters NCCL
 /// initialisation alone.

@@ -203,7 +203,7 @@ int inspect_file(const std::string& path) {
   // A checkpoint by its format attribute, or by its name when it cannot even be opened (truncated).
   if (format == "hpctrain-checkpoint" ||
       (format.empty() && checkpoint_step_from_name(fs::path(path).filename().string()) >= 0)) {
-    // Checkpoint files: io/checkpoint.cpp reads every dataset back (fletcher32) and prints the summary.
+    // Checkpoint files: io/checkpoint/checkpoint_read.cpp reads every dataset back (fletcher32) and prints the summary.
     if (dist().rank != 0) {  // every rank validates; rank 0 prints
       try {
         read_checkpoint_file(path);

@@ -45,7 +45,7 @@ struct AlgoKey {
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
 };
 
-/// One (algorithm, math type, workspace) per pass; see cuda/conv_algo.hpp.
+/// One (algorithm, math type, workspace) per pass; see src/ops/conv2d_gpu_algo.hpp.
 struct Algos {
   bool have_fwd = false, have_bwd = false;
   ConvAlgoChoice fwd, bwd_data, bwd_filter;

@@ -109,7 +109,7 @@ class Trainer {
   int micro_batch() const { return micro_batch_; }
   /// The gradient bucketer (nullptr on one rank): its stats() hold the last step's bucket timeline.
   const GradBucketer* bucketer() const { return bucketer_.get(); }
-  /// The timeline (--trace.enabled; io/trace.hpp): `TraceSpan s(trainer.trace(), "checkpoint");`.
+  /// The timeline (--trace.enabled; mpi/trace.hpp): `TraceSpan s(trainer.trace(), "checkpoint");`.
   Trace& trace() { return trace_; }
   /// metrics.jsonl writer (rank 0; nullptr elsewhere).
   MetricsWriter* metrics() { return metrics_.get(); }

@@ -1,7 +1,7 @@
 #pragma once
 // The training state: everything a checkpoint carries to resume a run exactly, typed. The Trainer
 // captures and restores it (Trainer::capture_state / restore_state, src/train/trainer_state.cpp);
-// the checkpoint manager moves it between the trainer, the checkpoint files (io/checkpoint.hpp) and
+// the checkpoint manager moves it between the trainer, the checkpoint files (io/checkpoint/checkpoint_format.hpp) and
 // the other ranks (serialize_training_state + Communicator::broadcast_bytes).
 //
 // The file format is io's CheckpointData. One list of fields (for_each_field in

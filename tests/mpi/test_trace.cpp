@@ -1,4 +1,4 @@
-// Trace across ranks (io/trace.hpp): clock alignment by ping-pong with rank 0, one merged Chrome trace
+// Trace across ranks (mpi/trace.hpp): clock alignment by ping-pong with rank 0, one merged Chrome trace
 // written by rank 0 with one process per rank, spans that nest, and step coverage by the child spans.
 #include <catch2/catch.hpp>
 #include <mpi.h>

@@ -1,4 +1,4 @@
-// Device binding logic (cuda/binding.hpp) with made-up UUID lists: which GPU each rank binds, and the
+// Device binding logic (cuda/binding_plan.hpp) with made-up UUID lists: which GPU each rank binds, and the
 // errors for shared GPUs and hosts with fewer GPUs than ranks.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Trace recorder (io/trace.hpp) in one process: spans, nesting, the Chrome trace file, and the cost of
+// Trace recorder (mpi/trace.hpp) in one process: spans, nesting, the Chrome trace file, and the cost of
 // a span with tracing off and on (printed; the issue asks for the overhead to be measured).
 #include <catch2/catch.hpp>
 
