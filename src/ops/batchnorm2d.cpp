@@ -104,7 +104,7 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
 // Primitives are built once per shape in the caller's OpCache, one set per mode (train, inference,
 // backward) so alternating training and evaluation does not rebuild them. The running statistics
 // are updated here, not by oneDNN, to follow PyTorch exactly (momentum, unbiased variance).
-namespace ht::cpu {
+namespace ht {
 namespace {
 
 namespace du = ht::dnnl_util;
@@ -143,7 +143,10 @@ dnnl::batch_normalization_forward::primitive_desc make_fwd_pd(const BatchNormCac
   return dnnl::batch_normalization_forward::primitive_desc(d, du::scratchpad_attr(), du::engine());
 }
 
-void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+}  // namespace
+
+// The CPU half: the functions declared in src/ops/batchnorm2d.hpp.
+void batchnorm2d_forward_train_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
                                Tensor& save_mean, Tensor& save_invstd) {
   const int64_t m = static_cast<int64_t>(sh.n) * sh.h * sh.w;
@@ -177,7 +180,7 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
   }
 }
 
-void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+void batchnorm2d_forward_infer_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
 
   auto& c = bn_cache(cache, sh, x.dtype());
@@ -197,7 +200,7 @@ void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, cons
                         {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.infer_pd.scratchpad_desc())}});
 }
 
-void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
+void batchnorm2d_backward_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
                           const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                           Tensor& dgamma, Tensor& dbeta, bool accumulate) {
 
@@ -245,29 +248,6 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
     du::add_into(dgamma.data<float>(), c.dgamma.data(), nc);
     du::add_into(dbeta.data<float>(), c.dbeta.data(), nc);
   }
-}
-
-}  // namespace
-
-}  // namespace ht::cpu
-
-namespace ht {
-
-// The CPU halves declared in src/ops/batchnorm2d.hpp.
-void batchnorm2d_forward_train_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
-                                   Tensor& save_mean, Tensor& save_invstd) {
-  cpu::batchnorm2d_forward_train(cache, sh, x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd);
-}
-void batchnorm2d_forward_infer_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
-                                   Tensor& y) {
-  cpu::batchnorm2d_forward_infer(cache, sh, x, gamma, beta, running_mean, running_var, y);
-}
-void batchnorm2d_backward_cpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
-                              const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                              Tensor& dgamma, Tensor& dbeta, bool accumulate) {
-  cpu::batchnorm2d_backward(cache, sh, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, accumulate);
 }
 
 }  // namespace ht

@@ -21,7 +21,8 @@
 #include "src/ops/elementwise.hpp"
 #include "src/ops/op_math.hpp"
 
-namespace ht::cuda {
+namespace ht {
+using namespace ht::cuda;  // the GPU runtime: ctx(), options(), workspaces
 namespace {
 
 /// cuDNN's own limit on eps (the dispatcher has checked eps > 0 and every shape).
@@ -72,7 +73,10 @@ BnCache& prepare(const char* op, OpCachePtr& slot, const BatchNormShape& sh, Act
   return bc;
 }
 
-void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+}  // namespace
+
+// The GPU half: the functions declared in src/ops/batchnorm2d.hpp.
+void batchnorm2d_forward_train_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
                                Tensor& save_mean, Tensor& save_invstd) {
   BnCache& bc = prepare("batchnorm2d_forward_train", cache, sh, act_format(x));
@@ -96,7 +100,7 @@ void batchnorm2d_forward_train(OpCachePtr& cache, const BatchNormShape& sh, cons
       running_var.raw(), static_cast<double>(sh.eps), save_mean.raw(), save_invstd.raw()));
 }
 
-void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
+void batchnorm2d_forward_infer_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
   BnCache& bc = prepare("batchnorm2d_forward_infer", cache, sh, act_format(x));
   HT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
@@ -104,7 +108,7 @@ void batchnorm2d_forward_infer(OpCachePtr& cache, const BatchNormShape& sh, cons
       bc.param.get(), gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), static_cast<double>(sh.eps)));
 }
 
-void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
+void batchnorm2d_backward_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
                           const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                           Tensor& dgamma, Tensor& dbeta, bool accumulate) {
   BnCache& bc = prepare("batchnorm2d_backward", cache, sh, act_format(x));
@@ -143,29 +147,6 @@ void batchnorm2d_backward(OpCachePtr& cache, const BatchNormShape& sh, const Ten
       ctx().cudnn, CUDNN_BATCHNORM_SPATIAL, Scalars::one(), Scalars::zero(), Scalars::one(), Scalars::beta(accumulate),
       bc.x.get(), x.raw(), bc.x.get(), dy.raw(), bc.x.get(), dx.raw(), bc.param.get(), gamma.raw(), dgamma.raw(),
       dbeta.raw(), static_cast<double>(sh.eps), save_mean.raw(), save_invstd.raw()));
-}
-
-}  // namespace
-
-}  // namespace ht::cuda
-
-namespace ht {
-
-// The GPU halves declared in src/ops/batchnorm2d.hpp.
-void batchnorm2d_forward_train_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, Tensor& y, Tensor& running_mean, Tensor& running_var,
-                                   Tensor& save_mean, Tensor& save_invstd) {
-  cuda::batchnorm2d_forward_train(cache, sh, x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd);
-}
-void batchnorm2d_forward_infer_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
-                                   Tensor& y) {
-  cuda::batchnorm2d_forward_infer(cache, sh, x, gamma, beta, running_mean, running_var, y);
-}
-void batchnorm2d_backward_gpu(OpCachePtr& cache, const BatchNormShape& sh, const Tensor& x, const Tensor& dy,
-                              const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                              Tensor& dgamma, Tensor& dbeta, bool accumulate) {
-  cuda::batchnorm2d_backward(cache, sh, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, accumulate);
 }
 
 }  // namespace ht

@@ -24,7 +24,7 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
 // (the functions the CUDA kernels use too), so every float -> bf16/fp16 rounding in hpctrain is the
 // same tested code. 4-D tensors change memory order with the dtype (float32 NCHW <-> low-precision
 // NHWC: one pass over the planes, channel-innermost writes); other ranks convert in memory order.
-namespace ht::cpu {
+namespace ht {
 namespace {
 
 // Below this many elements a parallel region costs more than it saves.
@@ -50,7 +50,10 @@ inline int64_t index_of(bool nhwc, int64_t n, int64_t c, int64_t hw, int64_t C, 
   return nhwc ? (n * HW + hw) * C + c : (n * C + c) * HW + hw;
 }
 
-void convert_impl(const Tensor& src, Tensor& dst) {
+}  // namespace
+
+// The CPU half: the functions declared in src/ops/convert.hpp.
+void convert_tensor_cpu(const Tensor& src, Tensor& dst) {
   const DType st = src.dtype(), dt = dst.dtype();
   const void* s = src.raw();
   void* d = dst.raw();
@@ -75,14 +78,5 @@ void convert_impl(const Tensor& src, Tensor& dst) {
       for (int64_t c = 0; c < C; ++c)
         store(d, dt, index_of(d_nhwc, n, c, hw, C, HW), load(s, st, index_of(s_nhwc, n, c, hw, C, HW)));
 }
-
-}  // namespace
-
-}  // namespace ht::cpu
-
-namespace ht {
-
-// The CPU half declared in src/ops/convert.hpp.
-void convert_tensor_cpu(const Tensor& src, Tensor& dst) { cpu::convert_impl(src, dst); }
 
 }  // namespace ht

@@ -81,7 +81,7 @@ int64_t count_nonfinite(const Tensor& x) {
 // CPU element-wise ops: plain loops over the HT_HD math of src/ops/op_math.hpp, vectorisable, and
 // typed by the activations' dtype (float32, or bf16/fp16 with float math and RNE rounding), and
 // split across OpenMP threads only when the tensor is large enough to pay for the fork.
-namespace ht::cpu {
+namespace ht {
 namespace {
 
 // Below this many elements a parallel region costs more than it saves.
@@ -112,7 +112,10 @@ void by_dtype(DType t, Body&& body) {
   else body.template operator()<F32>();
 }
 
-void relu_forward(const Tensor& x, Tensor& y) {
+}  // namespace
+
+// The CPU half: the functions declared in src/ops/elementwise.hpp.
+void relu_forward_cpu(const Tensor& x, Tensor& y) {
   by_dtype(x.dtype(), [&]<class F>() {
     using T = typename F::T;
     const T* xp = static_cast<const T*>(x.raw());
@@ -123,7 +126,7 @@ void relu_forward(const Tensor& x, Tensor& y) {
   });
 }
 
-void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+void relu_backward_cpu(const Tensor& y, const Tensor& dy, Tensor& dx) {
   by_dtype(y.dtype(), [&]<class F>() {
     using T = typename F::T;
     const T* yp = static_cast<const T*>(y.raw());
@@ -135,7 +138,7 @@ void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   });
 }
 
-void add_forward(const Tensor& a, const Tensor& b, Tensor& y) {
+void add_forward_cpu(const Tensor& a, const Tensor& b, Tensor& y) {
   by_dtype(a.dtype(), [&]<class F>() {
     using T = typename F::T;
     const T* ap = static_cast<const T*>(a.raw());
@@ -147,7 +150,7 @@ void add_forward(const Tensor& a, const Tensor& b, Tensor& y) {
   });
 }
 
-void add_inplace(Tensor& y, const Tensor& x) {
+void add_inplace_cpu(Tensor& y, const Tensor& x) {
   float* yp = y.data<float>();
   const float* xp = x.data<float>();
   const int64_t n = y.numel();
@@ -155,14 +158,14 @@ void add_inplace(Tensor& y, const Tensor& x) {
   for (int64_t i = 0; i < n; ++i) yp[i] += xp[i];
 }
 
-void scale_inplace(Tensor& y, float s) {
+void scale_inplace_cpu(Tensor& y, float s) {
   float* yp = y.data<float>();
   const int64_t n = y.numel();
 #pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
   for (int64_t i = 0; i < n; ++i) yp[i] *= s;
 }
 
-int64_t count_nonfinite(const Tensor& x) {
+int64_t count_nonfinite_cpu(const Tensor& x) {
   const float* xp = x.data<float>();
   const int64_t n = x.numel();
   int64_t count = 0;
@@ -170,19 +173,5 @@ int64_t count_nonfinite(const Tensor& x) {
   for (int64_t i = 0; i < n; ++i) count += is_nonfinite(xp[i]) ? 1 : 0;
   return count;
 }
-
-}  // namespace
-
-}  // namespace ht::cpu
-
-namespace ht {
-
-// The CPU halves declared in src/ops/elementwise.hpp.
-void relu_forward_cpu(const Tensor& x, Tensor& y) { cpu::relu_forward(x, y); }
-void relu_backward_cpu(const Tensor& y, const Tensor& dy, Tensor& dx) { cpu::relu_backward(y, dy, dx); }
-void add_forward_cpu(const Tensor& a, const Tensor& b, Tensor& y) { cpu::add_forward(a, b, y); }
-void add_inplace_cpu(Tensor& y, const Tensor& x) { cpu::add_inplace(y, x); }
-void scale_inplace_cpu(Tensor& y, float s) { cpu::scale_inplace(y, s); }
-int64_t count_nonfinite_cpu(const Tensor& x) { return cpu::count_nonfinite(x); }
 
 }  // namespace ht

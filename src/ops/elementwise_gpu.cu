@@ -12,7 +12,8 @@
 #include "src/ops/elementwise.hpp"
 #include "src/ops/op_math.hpp"
 
-namespace ht::cuda {
+namespace ht {
+using namespace ht::cuda;  // the GPU runtime: ctx(), options(), workspaces
 namespace {
 
 /// Grid-stride loop running op(i) for every i in [0, n).
@@ -89,37 +90,40 @@ T* same(const Tensor& t, const T*, const char* op, const Tensor& first) {
 template <class P>
 using elem_t = std::remove_pointer_t<P>;
 
-void relu_forward(const Tensor& x, Tensor& y) {
+}  // namespace
+
+// The GPU half: the functions declared in src/ops/elementwise.hpp.
+void relu_forward_gpu(const Tensor& x, Tensor& y) {
   with_typed(x, "relu_forward", [&](auto* xp) {
     launch_map(ReluFwd<elem_t<decltype(xp)>>{xp, same(y, xp, "relu_forward", x)}, x.numel());
   });
 }
 
-void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+void relu_backward_gpu(const Tensor& y, const Tensor& dy, Tensor& dx) {
   with_typed(y, "relu_backward", [&](auto* yp) {
     launch_map(ReluBwd<elem_t<decltype(yp)>>{yp, same(dy, yp, "relu_backward", y), same(dx, yp, "relu_backward", y)},
                y.numel());
   });
 }
 
-void add_forward(const Tensor& a, const Tensor& b, Tensor& y) {
+void add_forward_gpu(const Tensor& a, const Tensor& b, Tensor& y) {
   with_typed(a, "add_forward", [&](auto* ap) {
     launch_map(Add<elem_t<decltype(ap)>>{ap, same(b, ap, "add_forward", a), same(y, ap, "add_forward", a)}, a.numel());
   });
 }
 
 // y and x may differ in dtype (e.g. a low-precision gradient added into a float32 one).
-void add_inplace(Tensor& y, const Tensor& x) {
+void add_inplace_gpu(Tensor& y, const Tensor& x) {
   with_typed2(y, x, "add_inplace", [&](auto* yp, auto* xp) {
     launch_map(AddInplace<elem_t<decltype(yp)>, elem_t<decltype(xp)>>{yp, xp}, y.numel());
   });
 }
 
-void scale_inplace(Tensor& y, float s) {
+void scale_inplace_gpu(Tensor& y, float s) {
   with_typed(y, "scale_inplace", [&](auto* yp) { launch_map(Scale<elem_t<decltype(yp)>>{yp, s}, y.numel()); });
 }
 
-int64_t count_nonfinite(const Tensor& x) {
+int64_t count_nonfinite_gpu(const Tensor& x) {
   const int64_t n = x.numel();
   if (n == 0) return 0;
   Context& cx = ctx();
@@ -133,19 +137,5 @@ int64_t count_nonfinite(const Tensor& x) {
   HT_CUDA_CHECK(cudaStreamSynchronize(cx.compute));
   return static_cast<int64_t>(host);
 }
-
-}  // namespace
-
-}  // namespace ht::cuda
-
-namespace ht {
-
-// The GPU halves declared in src/ops/elementwise.hpp.
-void relu_forward_gpu(const Tensor& x, Tensor& y) { cuda::relu_forward(x, y); }
-void relu_backward_gpu(const Tensor& y, const Tensor& dy, Tensor& dx) { cuda::relu_backward(y, dy, dx); }
-void add_forward_gpu(const Tensor& a, const Tensor& b, Tensor& y) { cuda::add_forward(a, b, y); }
-void add_inplace_gpu(Tensor& y, const Tensor& x) { cuda::add_inplace(y, x); }
-void scale_inplace_gpu(Tensor& y, float s) { cuda::scale_inplace(y, s); }
-int64_t count_nonfinite_gpu(const Tensor& x) { return cuda::count_nonfinite(x); }
 
 }  // namespace ht

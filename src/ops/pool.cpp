@@ -98,7 +98,7 @@ void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
 // own code: fix_nan_forward/backward below; float32 only: in bf16/fp16 a NaN window gives oneDNN's
 // result). Global average pool: own loops (one reduction per plane; NHWC rows in bf16/fp16, summed in
 // float32). Low-precision tensors are NHWC (src/ops/op.hpp), given to oneDNN as they are.
-namespace ht::cpu {
+namespace ht {
 namespace {
 
 namespace du = ht::dnnl_util;
@@ -214,29 +214,6 @@ void fix_nan_backward(const PoolShape& sh, const float* x, const float* dy, floa
   }
 }
 
-
-void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
-  auto& c = maxpool_cache(cache, sh, x.dtype());
-  run_forward(c, x, y);
-  if (x.dtype() == DType::f32) fix_nan_forward(sh, x.data<float>(), y.data<float>());
-}
-
-void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
-                        Tensor& dx) {
-  auto& c = maxpool_cache(cache, sh, x.dtype());
-  if (c.ws_src != x.raw()) {
-    // The workspace is not from this input (new shape, or no forward through this cache): redo the
-    // forward to regenerate the arg-max indices rather than route gradients wrongly.
-    c.y_scratch.ensure({sh.n, sh.c, sh.p(), sh.q()}, x.dtype(), Device::cpu);
-    run_forward(c, x, c.y_scratch);
-  }
-  du::execute(c.bwd, {{DNNL_ARG_DIFF_DST, du::wrap(c.y_md, dy)},
-                      {DNNL_ARG_DIFF_SRC, du::wrap(c.x_md, dx)},
-                      {DNNL_ARG_WORKSPACE, c.ws},
-                      {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.bwd_pd.scratchpad_desc())}});
-  if (x.dtype() == DType::f32) fix_nan_backward(sh, x.data<float>(), dy.data<float>(), dx.data<float>());
-}
-
 // ---- global average pool (own code) -----------------------------------------------------------
 
 /// Runs body(i, hw, inv) for each plane i of the N*C planes of hw = H*W elements of the NCHW tensor t
@@ -286,7 +263,32 @@ void avgpool_nhwc_backward(const Tensor& dy, Tensor& dx) {
   }
 }
 
-void global_avgpool_forward(OpCachePtr& /*cache*/, const Tensor& x, Tensor& y) {
+}  // namespace
+
+// The CPU half: the functions declared in src/ops/pool.hpp.
+void maxpool2d_forward_cpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
+  auto& c = maxpool_cache(cache, sh, x.dtype());
+  run_forward(c, x, y);
+  if (x.dtype() == DType::f32) fix_nan_forward(sh, x.data<float>(), y.data<float>());
+}
+
+void maxpool2d_backward_cpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        Tensor& dx) {
+  auto& c = maxpool_cache(cache, sh, x.dtype());
+  if (c.ws_src != x.raw()) {
+    // The workspace is not from this input (new shape, or no forward through this cache): redo the
+    // forward to regenerate the arg-max indices rather than route gradients wrongly.
+    c.y_scratch.ensure({sh.n, sh.c, sh.p(), sh.q()}, x.dtype(), Device::cpu);
+    run_forward(c, x, c.y_scratch);
+  }
+  du::execute(c.bwd, {{DNNL_ARG_DIFF_DST, du::wrap(c.y_md, dy)},
+                      {DNNL_ARG_DIFF_SRC, du::wrap(c.x_md, dx)},
+                      {DNNL_ARG_WORKSPACE, c.ws},
+                      {DNNL_ARG_SCRATCHPAD, du::scratchpad(c.bwd_pd.scratchpad_desc())}});
+  if (x.dtype() == DType::f32) fix_nan_backward(sh, x.data<float>(), dy.data<float>(), dx.data<float>());
+}
+
+void global_avgpool_forward_cpu(OpCachePtr& /*cache*/, const Tensor& x, Tensor& y) {
   if (x.dtype() != DType::f32) return avgpool_nhwc_forward(x, y);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -299,7 +301,7 @@ void global_avgpool_forward(OpCachePtr& /*cache*/, const Tensor& x, Tensor& y) {
   });
 }
 
-void global_avgpool_backward(OpCachePtr& /*cache*/, const Tensor& dy, Tensor& dx) {
+void global_avgpool_backward_cpu(OpCachePtr& /*cache*/, const Tensor& dy, Tensor& dx) {
   if (dx.dtype() != DType::f32) return avgpool_nhwc_backward(dy, dx);
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
@@ -309,27 +311,6 @@ void global_avgpool_backward(OpCachePtr& /*cache*/, const Tensor& dy, Tensor& dx
 #pragma omp simd
     for (int64_t j = 0; j < hw; ++j) plane[j] = g;
   });
-}
-
-}  // namespace
-
-}  // namespace ht::cpu
-
-namespace ht {
-
-// The CPU halves declared in src/ops/pool.hpp.
-void maxpool2d_forward_cpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
-  cpu::maxpool2d_forward(cache, sh, x, y);
-}
-void maxpool2d_backward_cpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y,
-                            const Tensor& dy, Tensor& dx) {
-  cpu::maxpool2d_backward(cache, sh, x, y, dy, dx);
-}
-void global_avgpool_forward_cpu(OpCachePtr& cache, const Tensor& x, Tensor& y) {
-  cpu::global_avgpool_forward(cache, x, y);
-}
-void global_avgpool_backward_cpu(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
-  cpu::global_avgpool_backward(cache, dy, dx);
 }
 
 }  // namespace ht

@@ -9,7 +9,8 @@
 #include "src/ops/lowp_gpu.cuh"
 #include "src/ops/pool.hpp"
 
-namespace ht::cuda {
+namespace ht {
+using namespace ht::cuda;  // the GPU runtime: ctx(), options(), workspaces
 namespace {
 
 struct PoolCache : OpCache {
@@ -68,13 +69,16 @@ __global__ void gap_backward_kernel(const DY* __restrict__ dy, DX* __restrict__ 
   }
 }
 
-void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
+}  // namespace
+
+// The GPU half: the functions declared in src/ops/pool.hpp.
+void maxpool2d_forward_gpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
   PoolCache& pc = prepare(cache, sh, act_format(x));
   HT_CUDNN_CHECK(cudnnPoolingForward(ctx().cudnn, pc.pool, Scalars::one(), pc.x.get(), x.raw(), Scalars::zero(),
                                      pc.y.get(), y.raw()));
 }
 
-void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
+void maxpool2d_backward_gpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
                         Tensor& dx) {
   const int64_t ny = int64_t{sh.n} * sh.c * sh.p() * sh.q();
   PoolCache& pc = prepare(cache, sh, act_format(x));
@@ -82,7 +86,7 @@ void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x,
                                       pc.x.get(), x.raw(), Scalars::zero(), pc.x.get(), dx.raw()));
 }
 
-void global_avgpool_forward(OpCachePtr&, const Tensor& x, Tensor& y) {
+void global_avgpool_forward_gpu(OpCachePtr&, const Tensor& x, Tensor& y) {
   const int64_t planes = x.dim(0) * x.dim(1);
   const int c = static_cast<int>(x.dim(1)), hw = static_cast<int>(x.dim(2) * x.dim(3));
   const bool nhwc = act_format(x).nhwc;
@@ -92,7 +96,7 @@ void global_avgpool_forward(OpCachePtr&, const Tensor& x, Tensor& y) {
   HT_KERNEL_CHECK();
 }
 
-void global_avgpool_backward(OpCachePtr&, const Tensor& dy, Tensor& dx) {
+void global_avgpool_backward_gpu(OpCachePtr&, const Tensor& dy, Tensor& dx) {
   const int64_t planes = dx.dim(0) * dx.dim(1);
   const int c = static_cast<int>(dx.dim(1)), hw = static_cast<int>(dx.dim(2) * dx.dim(3));
   const int64_t total = planes * hw;
@@ -101,27 +105,6 @@ void global_avgpool_backward(OpCachePtr&, const Tensor& dy, Tensor& dx) {
     gap_backward_kernel<<<blocks_for(total), kThreads, 0, ctx().compute>>>(dyp, dxp, total, c, hw, nhwc);
   });
   HT_KERNEL_CHECK();
-}
-
-}  // namespace
-
-}  // namespace ht::cuda
-
-namespace ht {
-
-// The GPU halves declared in src/ops/pool.hpp.
-void maxpool2d_forward_gpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, Tensor& y) {
-  cuda::maxpool2d_forward(cache, sh, x, y);
-}
-void maxpool2d_backward_gpu(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y,
-                            const Tensor& dy, Tensor& dx) {
-  cuda::maxpool2d_backward(cache, sh, x, y, dy, dx);
-}
-void global_avgpool_forward_gpu(OpCachePtr& cache, const Tensor& x, Tensor& y) {
-  cuda::global_avgpool_forward(cache, x, y);
-}
-void global_avgpool_backward_gpu(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
-  cuda::global_avgpool_backward(cache, dy, dx);
 }
 
 }  // namespace ht

@@ -6,7 +6,8 @@
 
 #include <algorithm>
 
-namespace ht::cuda {
+namespace ht {
+using namespace ht::cuda;  // the GPU runtime: ctx(), options(), workspaces
 
 namespace {
 __global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
@@ -16,24 +17,15 @@ __global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, floa
     sgd_update_elem(p[i], g[i], buf[i], lr, momentum, wd, nesterov);
 }
 
-void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov) {
+}  // namespace
+
+// The GPU half: the functions declared in src/ops/sgd_update.hpp.
+void sgd_update_gpu(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd, bool nesterov) {
   if (n == 0) return;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((n + threads - 1) / threads, 4096);
   sgd_kernel<<<static_cast<unsigned>(blocks), threads, 0, ctx().compute>>>(p, g, buf, n, lr, momentum, wd, nesterov);
   HT_CUDA_CHECK(cudaGetLastError());
-}
-
-}  // namespace
-
-}  // namespace ht::cuda
-
-namespace ht {
-
-// The GPU half declared in src/ops/sgd_update.hpp.
-void sgd_update_gpu(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
-                    bool nesterov) {
-  cuda::sgd_update(p, g, buf, n, lr, momentum, wd, nesterov);
 }
 
 }  // namespace ht

@@ -53,7 +53,7 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float labe
 // CPU softmax cross-entropy: one pass per row (max, exp, sum, log-sum-exp), rows split across
 // OpenMP threads when the batch is large. The loss and arithmetic of the target/gradient are the
 // HT_HD functions of softmax_xent.hpp, shared with the CUDA kernel.
-namespace ht::cpu {
+namespace ht {
 namespace {
 
 // Rows x classes below which a parallel region costs more than it saves.
@@ -66,7 +66,10 @@ void check_labels(const char* op, const int32_t* lab, int64_t n, int k) {
                          " is outside [0, " + std::to_string(k) + ")");
 }
 
-double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+}  // namespace
+
+// The CPU half: the functions declared in src/ops/softmax_xent.hpp.
+double softmax_xent_forward_cpu(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
                             int64_t* correct) {
   const int64_t n = logits.dim(0);
   const int k = static_cast<int>(logits.dim(1));
@@ -102,7 +105,7 @@ double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float la
   return loss_sum / static_cast<double>(n);
 }
 
-void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
+void softmax_xent_backward_cpu(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
                            Tensor& dlogits) {
   const int64_t n = probs.dim(0);
   const int k = static_cast<int>(probs.dim(1));
@@ -116,22 +119,6 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float labe
     const int label = lab[i];
     for (int j = 0; j < k; ++j) d[i * k + j] = xent_grad(p[i * k + j], xent_target(j, label, label_smoothing, k), s_over_n);
   }
-}
-
-}  // namespace
-
-}  // namespace ht::cpu
-
-namespace ht {
-
-// The CPU halves declared in src/ops/softmax_xent.hpp.
-double softmax_xent_forward_cpu(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
-                                int64_t* correct) {
-  return cpu::softmax_xent_forward(logits, labels, label_smoothing, probs, correct);
-}
-void softmax_xent_backward_cpu(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
-                               Tensor& dlogits) {
-  cpu::softmax_xent_backward(probs, labels, label_smoothing, scale, dlogits);
 }
 
 }  // namespace ht

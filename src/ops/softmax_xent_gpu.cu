@@ -9,7 +9,8 @@
 #include "src/ops/softmax_xent.hpp"
 #include "src/ops/op_math.hpp"
 
-namespace ht::cuda {
+namespace ht {
+using namespace ht::cuda;  // the GPU runtime: ctx(), options(), workspaces
 namespace {
 
 constexpr unsigned kFull = 0xffffffffu;
@@ -75,7 +76,10 @@ __global__ void xent_bwd_kernel(const float* p, const int32_t* __restrict__ lab,
   }
 }
 
-double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
+}  // namespace
+
+// The GPU half: the functions declared in src/ops/softmax_xent.hpp.
+double softmax_xent_forward_gpu(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
                             int64_t* correct) {
   const char* op = "softmax_xent_forward";
   const int64_t n = logits.dim(0);
@@ -117,7 +121,7 @@ double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float la
   return sum / static_cast<double>(n);
 }
 
-void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
+void softmax_xent_backward_gpu(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
                            Tensor& dlogits) {
   const int64_t n = probs.dim(0);
   const int k = static_cast<int>(probs.dim(1));
@@ -127,22 +131,6 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float labe
       static_cast<const float*>(probs.raw()), static_cast<const int32_t*>(labels.raw()),
       static_cast<float*>(dlogits.raw()), total, k, label_smoothing, s_over_n);
   HT_KERNEL_CHECK();
-}
-
-}  // namespace
-
-}  // namespace ht::cuda
-
-namespace ht {
-
-// The GPU halves declared in src/ops/softmax_xent.hpp.
-double softmax_xent_forward_gpu(const Tensor& logits, const Tensor& labels, float label_smoothing, Tensor& probs,
-                                int64_t* correct) {
-  return cuda::softmax_xent_forward(logits, labels, label_smoothing, probs, correct);
-}
-void softmax_xent_backward_gpu(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
-                               Tensor& dlogits) {
-  cuda::softmax_xent_backward(probs, labels, label_smoothing, scale, dlogits);
 }
 
 }  // namespace ht
