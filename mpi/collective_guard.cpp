@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "mpi/peer_beacon.hpp"
+#include "mpi/whereabouts.hpp"
 #include "base/check.hpp"
 #include "base/log.hpp"
 
@@ -75,11 +76,13 @@ bool can_probe_peers() { return peer_beacon_ready() || g_probe_ready.load(); }
 /// launcher's SIGKILL.
 /// A stop signal arriving meanwhile cuts the probe to kSignalProbeS (the launcher's SIGKILL follows a
 /// second after its SIGTERM: name the peers before it). `used_s` gets the window actually waited.
-std::vector<int> unanswered_peers(double window_s, double* used_s = nullptr) {
+/// `where` (when given) gets what each peer that answered the beacon said of its whereabouts.
+std::vector<int> unanswered_peers(double window_s, double* used_s = nullptr, std::map<int, std::string>* where = nullptr) {
   const long long sig0 = g_signal_ns.load();
   const double t0 = now_s();
   auto cut = [&] { return g_signal_ns.load() != sig0 && now_s() - t0 >= kSignalProbeS; };
-  std::vector<int> lost = peer_beacon_ready() ? peer_beacon_unanswered(window_s, cut) : probe_unanswered_peers(window_s, cut);
+  std::vector<int> lost =
+      peer_beacon_ready() ? peer_beacon_unanswered(window_s, cut, where) : probe_unanswered_peers(window_s, cut);
   if (used_s) *used_s = std::min(window_s, now_s() - t0);
   return lost;
 }
@@ -107,9 +110,26 @@ void responder_loop() {
   MPI_Request_free(&rq);
 }
 
-/// What a probe found, for a message: the lost peers with their hosts, or that every peer answered, or
-/// (not probed) every peer.
-std::string probe_result_text(const std::vector<int>& unanswered, bool probed, double window_s) {
+/// Where each rank is, this one first, then the peers that answered (`where`, by rank): the ranks that
+/// are in no collective first (the ones "elsewhere"), at most kWhereaboutsListed in all.
+std::string whereabouts_list(const std::map<int, std::string>& where) {
+  constexpr size_t kWhereaboutsListed = 8;
+  std::vector<std::pair<int, const std::string*>> ranks;
+  for (const auto& [r, text] : where) ranks.emplace_back(r, &text);
+  std::stable_partition(ranks.begin(), ranks.end(),
+                        [](const auto& e) { return e.second->find("; in no collective") != std::string::npos; });
+  std::string out = describe_ranks({g_rank}) + " (this rank): " + whereabouts_text();
+  for (size_t i = 0; i < ranks.size() && i + 1 < kWhereaboutsListed; ++i)
+    out += "; " + describe_ranks({ranks[i].first}) + ": " + *ranks[i].second;
+  if (ranks.size() + 1 > kWhereaboutsListed)
+    out += "; and " + std::to_string(ranks.size() + 1 - kWhereaboutsListed) + " more ranks";
+  return out;
+}
+
+/// What a probe found, for a message: the lost peers with their hosts, or that every peer answered
+/// (with where each rank is, when the peers said), or (not probed) every peer.
+std::string probe_result_text(const std::vector<int>& unanswered, bool probed, double window_s,
+                              const std::map<int, std::string>& where = {}) {
   if (!probed) {
     std::vector<int> all;
     {
@@ -121,13 +141,14 @@ std::string probe_result_text(const std::vector<int>& unanswered, bool probed, d
   }
   if (unanswered.empty())
     return "every peer answered a probe: no rank is lost, one is slow or waits elsewhere (raise dist.timeout_s "
-           "if the step is that slow)";
+           "if the step is that slow)" +
+           (where.empty() ? std::string() : "; where each rank is [" + whereabouts_list(where) + "]");
   return "lost peers (no answer to a probe within " + fmt_s(window_s) + " s): " + describe_ranks(unanswered);
 }
 
 /// The watchdog gives up `s`: names the lost peers and ends the process. Watchdog thread only.
 [[noreturn]] void give_up(const Slot& s, double now, bool by_signal, const std::vector<int>& unanswered, bool probed,
-                          double window_s) {
+                          double window_s, const std::map<int, std::string>& where) {
   std::string msg = "hpctrain: fatal (" + rank_host_tag() + "): " + s.what;
   if (by_signal)
     msg += " still waiting " + fmt_s(now - s.start) + " s after a stop signal (" + std::to_string(g_signo.load()) +
@@ -136,7 +157,7 @@ std::string probe_result_text(const std::vector<int>& unanswered, bool probed, d
     msg += " did not complete within dist.timeout_s = " + fmt_s(g_limit.load()) + " s";
   else
     msg += " waited " + fmt_s(now - s.start) + " s for peers and a probe went unanswered";
-  msg += "; " + probe_result_text(unanswered, probed, window_s);
+  msg += "; " + probe_result_text(unanswered, probed, window_s, where);
   msg += "; exiting with code " + std::to_string(s.exit_code) + " without MPI_Finalize (docs/exit_codes.md)";
   if (probed && !unanswered.empty()) {
     // The peers that answered may not be waiting (one in a long save, say) or may reach their limits
@@ -222,9 +243,10 @@ void watchdog_loop() {
     if (expired.used) {
       bool can_probe = can_probe_peers();
       double window = 0;
-      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS, &window) : std::vector<int>{};
+      std::map<int, std::string> where;
+      const std::vector<int> lost = can_probe ? unanswered_peers(kProbeWindowS, &window, &where) : std::vector<int>{};
       can_probe = can_probe && can_probe_peers();  // not detached meanwhile (MPI_Finalize)
-      give_up(expired, now, by_signal, lost, can_probe, window);
+      give_up(expired, now, by_signal, lost, can_probe, window, where);
     }
     if (do_probe) {
       const bool can_probe = can_probe_peers();
@@ -241,7 +263,7 @@ void watchdog_loop() {
       }
       Slot copy = s;
       lk.unlock();
-      give_up(copy, now_s(), false, lost, true, window);
+      give_up(copy, now_s(), false, lost, true, window, {});
     }
   }
 }
@@ -305,6 +327,7 @@ void note_stop_signal(int signo) noexcept {
 }
 
 CollectiveWait::CollectiveWait(const char* what, WaitKind kind, int exit_code) {
+  note_collective_begin(what);  // where this rank is, for the peers that probe it (mpi/whereabouts.hpp)
   if (!g_running.load()) return;
   ++t_open;
   counted_ = true;
@@ -334,6 +357,7 @@ CollectiveWait::CollectiveWait(const char* what, WaitKind kind, int exit_code) {
 }
 
 CollectiveWait::~CollectiveWait() {
+  note_collective_end();
   if (counted_) --t_open;
   if (relaxed_) --t_relaxed;
   if (slot_ < 0) return;
@@ -344,8 +368,9 @@ CollectiveWait::~CollectiveWait() {
 std::string probe_peers_text(double window_s) {
   const bool can_probe = can_probe_peers();
   double window = 0;
-  const std::vector<int> lost = can_probe ? unanswered_peers(window_s, &window) : std::vector<int>{};
-  return probe_result_text(lost, can_probe, window);
+  std::map<int, std::string> where;
+  const std::vector<int> lost = can_probe ? unanswered_peers(window_s, &window, &where) : std::vector<int>{};
+  return probe_result_text(lost, can_probe, window, where);
 }
 
 bool collective_wait_open() { return !g_running.load() || t_open > 0; }

@@ -1,5 +1,7 @@
 #include "mpi/peer_beacon.hpp"
 
+#include "mpi/whereabouts.hpp"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <cstring>
@@ -49,6 +52,12 @@ struct Msg {
   uint64_t id;    // ping: the id of the rank asked; pong: the id of the rank answering
   int32_t rank;   // ping: the rank asked; pong: the rank answering
   uint32_t seq;
+};
+
+// kPong: a Msg followed by the answering rank's whereabouts (mpi/whereabouts.hpp), not 0-terminated.
+struct Pong {
+  Msg head;
+  char text[kWhereaboutsMax];
 };
 
 // kGaveUp: the sender ends the run having lost `lost` (first nlisted of nlost ranks).
@@ -111,8 +120,12 @@ void answer_loop(int fd, uint64_t id, int rank) {
     Msg q{};
     std::memcpy(&q, &m, sizeof q);
     if (n != static_cast<ssize_t>(sizeof q) || q.kind != kPing || q.id != id || q.rank != rank) continue;
-    Msg r{kMagic, kPong, id, rank, q.seq};
-    ::sendto(fd, &r, sizeof r, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), len);
+    Pong r{};
+    r.head = Msg{kMagic, kPong, id, rank, q.seq};
+    const std::string where = whereabouts_text();  // where this rank is, for a prober's time-out message
+    const size_t k = std::min(where.size(), sizeof r.text);
+    std::memcpy(r.text, where.data(), k);
+    ::sendto(fd, &r, sizeof r.head + k, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), len);
   }
 }
 
@@ -148,8 +161,10 @@ Contact local_contact(int fd, uint64_t id) {
   return c;
 }
 
-// The ranks of `ranks` that did not answer within window_s.
-std::vector<int> unanswered(const std::vector<int>& ranks, double window_s, const std::function<bool()>& cut_short) {
+// The ranks of `ranks` that did not answer within window_s; `where` (when given) gets what each
+// answering rank said of its whereabouts.
+std::vector<int> unanswered(const std::vector<int>& ranks, double window_s, const std::function<bool()>& cut_short,
+                            std::map<int, std::string>* where = nullptr) {
   std::vector<int> lost;
   if (ranks.empty()) return lost;
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -176,13 +191,20 @@ std::vector<int> unanswered(const std::vector<int>& ranks, double window_s, cons
     pollfd p{fd, POLLIN, 0};
     const double wait = std::min({end, next_send, t + kPollS}) - t;
     if (::poll(&p, 1, std::max(1, static_cast<int>(wait * 1000))) <= 0) continue;
-    Msg m{};
-    while (::recv(fd, &m, sizeof m, 0) == static_cast<ssize_t>(sizeof m)) {
+    Pong pong{};
+    for (ssize_t n; (n = ::recv(fd, &pong, sizeof pong, 0)) >= static_cast<ssize_t>(sizeof(Msg));) {
+      const Msg& m = pong.head;
       if (m.magic != kMagic || m.kind != kPong || m.seq != seq || m.rank < 0 ||
           m.rank >= static_cast<int>(g_contacts.size()) || m.id != g_contacts[static_cast<size_t>(m.rank)].id ||
           got[static_cast<size_t>(m.rank)])
         continue;
       got[static_cast<size_t>(m.rank)] = 1;
+      if (where) {
+        std::string text(pong.text, static_cast<size_t>(n) - sizeof(Msg));
+        for (char& c : text)
+          if (c < 0x20 || c == 0x7f) c = '?';  // a peer's bytes go into a message: printable only
+        (*where)[m.rank] = std::move(text);
+      }
       if (std::find(ranks.begin(), ranks.end(), m.rank) != ranks.end()) --left;
     }
   }
@@ -275,12 +297,13 @@ std::optional<PeerNotice> peer_beacon_notice() {
   return g_notice;
 }
 
-std::vector<int> peer_beacon_unanswered(double window_s, const std::function<bool()>& cut_short) {
+std::vector<int> peer_beacon_unanswered(double window_s, const std::function<bool()>& cut_short,
+                                        std::map<int, std::string>* whereabouts) {
   if (!g_ready.load()) return {};
   std::vector<int> peers;
   for (int r = 0; r < static_cast<int>(g_contacts.size()); ++r)
     if (r != g_rank) peers.push_back(r);
-  return unanswered(peers, window_s, cut_short);
+  return unanswered(peers, window_s, cut_short, whereabouts);
 }
 
 }  // namespace ht

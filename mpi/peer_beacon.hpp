@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,8 +34,11 @@ bool peer_beacon_ready();
 
 /// The ranks (never this one) that did not answer a probe within `window_s` seconds, ascending; empty
 /// when every peer answered or the beacon is not ready. The probe ends early once `cut_short` (when
-/// given) returns true; it is asked about every 50 ms. Any thread, no MPI calls.
-std::vector<int> peer_beacon_unanswered(double window_s, const std::function<bool()>& cut_short = {});
+/// given) returns true; it is asked about every 50 ms. `whereabouts` (when given) gets, by rank, what
+/// each answering peer said of where it is (mpi/whereabouts.hpp: step, phase, collectives; printable
+/// text). Any thread, no MPI calls.
+std::vector<int> peer_beacon_unanswered(double window_s, const std::function<bool()>& cut_short = {},
+                                        std::map<int, std::string>* whereabouts = nullptr);
 
 /// A peer's notice that it ends the run, having lost `lost` (at most 256 listed of `lost_count`).
 struct PeerNotice {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/clock.hpp"
+#include "mpi/whereabouts.hpp"
 
 namespace ht {
 
@@ -114,12 +115,15 @@ class TraceSpan {
   int64_t begin_us_ = 0;
 };
 
-/// RAII phase of a step: adds its wall time to `ms` (milliseconds, steady clock) and records it as a
-/// trace span of the same extent; one object per phase keeps the step free of timer bookkeeping.
+/// RAII phase of a step: adds its wall time to `ms` (milliseconds, steady clock), records it as a
+/// trace span of the same extent and tells the peers' probes this rank's phase (`name`, a literal:
+/// mpi/whereabouts.hpp); one object per phase keeps the step free of timer bookkeeping.
 class PhaseTimer {
  public:
   PhaseTimer(Trace& t, const char* name, double& ms, const char* category = "step")
-      : span_(t, name, category), ms_(ms), t0_(SteadyClock::now()) {}
+      : span_(t, name, category), ms_(ms), t0_(SteadyClock::now()) {
+    note_phase(name);
+  }
   ~PhaseTimer() { ms_ += ms_since(t0_); }  // before span_ ends: the span covers the whole phase
   PhaseTimer(const PhaseTimer&) = delete;
   PhaseTimer& operator=(const PhaseTimer&) = delete;

@@ -12,6 +12,7 @@
 #include "mpi/check.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/dist.hpp"
+#include "mpi/whereabouts.hpp"
 #include "base/clock.hpp"
 #include "base/hash.hpp"
 #include "base/log.hpp"
@@ -63,6 +64,7 @@ TrainSummary Trainer::run() {
       bool checkpoint_stop = false;
       if (checkpoints_) {
         TraceSpan ck_span(trace_, "checkpoint");
+        note_phase("checkpoint");
         checkpoint_stop = checkpoints_->step_end();
       }
       if (checkpoint_stop) interrupted = true;
@@ -76,6 +78,7 @@ TrainSummary Trainer::run() {
   summary_.steps = prog_.step;
   if (checkpoints_) {
     TraceSpan ck_span(trace_, "checkpoint");
+    note_phase("checkpoint");
     checkpoints_->run_end(summary_);  // final or stop checkpoint; may set exit code 75, 3 or 1
   }
   if (trace_.enabled()) trace_.write(cfg_.run.dir);  // collective: rank 0 writes run.dir/trace.json
@@ -87,6 +90,8 @@ bool Trainer::step(int epoch) {
   const auto t0 = SteadyClock::now();
   const int64_t trace_t0 = trace_.enabled() ? trace_.now_us() : 0;
   // ---- data ----
+  note_step(prog_.step + 1);  // where this rank is, for the peers' probes (mpi/whereabouts.hpp)
+  note_phase("data");
   Tensor images, labels;
   if (!next_batch(images, labels)) return false;
   StepMetrics m;
@@ -315,6 +320,7 @@ bool Trainer::check_replicas() {
 
 void Trainer::evaluate(int epoch) {
   const auto t0 = SteadyClock::now();
+  note_phase("evaluate");
   // Running statistics differ per rank (each saw its own samples): average them first.
   auto& bufs = model_->params().flat_buffers();
   if (world_ > 1) comm_->allreduce_average(std::span<float>(bufs.data<float>(), static_cast<size_t>(bufs.numel())));

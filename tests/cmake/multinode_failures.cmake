@@ -1,8 +1,9 @@
 # Lost peers (issue 14 items 3 and 4; the collective guard, mpi/collective_guard.hpp).
 # Single host, under mpirun (label mpi, part of scripts/test.sh, about 15 s each): a SIGSTOPped peer,
 # SIGTERM to a rank stuck waiting on it, a slow checkpoint save that must not be taken for a lost peer,
-# and a rank in a long save told by the rank that gave up.
-foreach(t stalled term_while_stuck slow_save notice)
+# a rank in a long save told by the rank that gave up, and a rank whose compute thread is stuck while it
+# answers probes (named with its step and phase).
+foreach(t stalled term_while_stuck slow_save notice slow_rank)
   ht_add_script_test(mpi_lost_peer_${t} mpi/test_lost_peer.py ARGS ${t} LABELS mpi TIMEOUT 120)
 endforeach()
 # On the simulated cluster (tests/cluster/cluster.sh; label multinode, not in scripts/test.sh; 77 where no

@@ -1,5 +1,6 @@
 """A peer that stops answering, on one host (issue 14 items 3 and 4, the collective guard in
-mpi/collective_guard.hpp). usage: test_lost_peer.py stalled | term_while_stuck | slow_save | notice
+mpi/collective_guard.hpp). usage: test_lost_peer.py stalled | term_while_stuck | slow_save | notice |
+slow_rank
 
 stalled: 2 ranks train (dist.timeout_s = 4); rank 1 is SIGSTOPped mid-run. Rank 0 must exit 1
   within dist.timeout_s + 10 s, naming rank 1 and its host as lost; mpirun exits non-zero; no rank left.
@@ -11,6 +12,11 @@ notice: 3 ranks; rank 0 is in a 60 s checkpoint write (not waiting on peers) whe
   SIGSTOPped. Rank 1, waiting behind the save, finds rank 2 lost and tells rank 0 before it ends, so
   rank 0 too names rank 2 (rank 1's notice) and ends within moments of rank 1, instead of being
   killed by mpirun without a word.
+slow_rank: 2 ranks (dist.timeout_s = 4); rank 1's compute thread sleeps 60 s in the data phase of
+  step 1 (HT_TEST_FAULTS slow_data_ms) while its other threads answer probes. Rank 0 must end within
+  dist.timeout_s + 10 s saying that every peer answered and where each rank is: itself in step 1 waiting
+  in a collective, rank 1 in step 1, phase data, in no collective (issue 27: the slow rank named, with
+  its step and phase, from the answer to the probe).
 Environment (ctest): HT_BIN, HT_MPIEXEC, OMPI_* for root/oversubscribe."""
 import json
 import os
@@ -187,8 +193,36 @@ def notice(tmp):
         cleanup(p, pids)
 
 
+def slow_rank(tmp):
+    d = os.path.join(tmp, "slow_rank")
+    p = start(d, "--dist.timeout_s", "4", env={"HT_TEST_FAULTS": "slow_data_ms=0|60000"})
+    pids = []
+    try:
+        t0 = time.time()
+        while not (os.path.exists(f"{d}.rank0.pid") and os.path.exists(f"{d}.rank1.pid")):
+            assert time.time() - t0 < 30, "the ranks did not start"
+            time.sleep(0.05)
+        time.sleep(0.2)
+        pids = [pid(d, 0), pid(d, 1)]
+        limit = 30 + 4 + GRACE + SLACK  # start-up (vetting, data, model) on a loaded machine, then the limit
+        gone = wait_gone(pids[:1], limit, t0)
+        assert gone[pids[0]] is not None, f"rank 0 still running {limit:.0f} s after the start"
+        rc = p.wait(timeout=20)
+        e = err(d, 0)
+        host = os.uname().nodename
+        assert "did not complete within dist.timeout_s = 4.0 s" in e, e
+        assert "every peer answered a probe" in e and "where each rank is [" in e, e
+        assert f"{host} (rank 1): step 1, phase data; in no collective, the last #" in e, e
+        assert f"{host} (rank 0) (this rank): step 1, phase " in e and "; in 1 collective" in e, e
+        assert rc != 0, f"mpirun exited {rc}"
+        line = [l for l in e.splitlines() if "where each rank is" in l][0]
+        print(f"slow rank: rank 0 gone after {gone[pids[0]]:.1f} s; {line[line.index('where each rank is'):]}")
+    finally:
+        cleanup(p, pids)
+
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         {"stalled": stalled, "term_while_stuck": term_while_stuck, "slow_save": slow_save,
-         "notice": notice}[sys.argv[1]](tmp)
+         "notice": notice, "slow_rank": slow_rank}[sys.argv[1]](tmp)
     print("PASS")

@@ -1,0 +1,28 @@
+#pragma once
+// Where this rank is: its step, its phase and the collectives it waits in or last finished. A peer
+// that probes this rank (mpi/peer_beacon.hpp) gets the text back in the answer, so when a collective
+// waits past dist.timeout_s with every peer answering, the time-out message says which rank is
+// elsewhere and doing what (a compute thread stuck in a kernel, a slow data phase) instead of only
+// "one is slow". Lock-free: atomics written by the compute and communication threads, read by the
+// beacon's answering thread.
+#include <cstdint>
+#include <string>
+
+namespace ht {
+
+/// The optimizer step this rank is working on (1-based; the trainer, at the start of each step).
+void note_step(int64_t step);
+/// The phase this rank's compute thread is in ("data", "forward", "backward", "optimizer",
+/// "checkpoint", "evaluate"): a string literal, kept by pointer.
+void note_phase(const char* phase);
+/// A wait on peers begins (CollectiveWait; `what` is its literal name) and ends. Any thread.
+void note_collective_begin(const char* what);
+void note_collective_end();
+
+/// One line: "step 12, phase forward; in 1 collective, the latest #41 'agree_step_flags ...' for 4.2 s"
+/// or "...; in no collective, the last #40 '...' finished 3.9 s ago" ("no step yet" before the first).
+/// At most kWhereaboutsMax bytes. Any thread.
+std::string whereabouts_text();
+inline constexpr size_t kWhereaboutsMax = 300;
+
+}  // namespace ht
