@@ -58,11 +58,14 @@ while :; do
   ns=$(sinfo -h -n node2 -o %T 2>/dev/null)
   if [[ $ns != "$node0" ]]; then echo "  $now s: node2 $ns"; node0=$ns; fi
   [[ -z $t_node && $ns == down* ]] && t_node=$now
-  [[ -n $t_srun && -n $t_job ]] && break
+  # COMPLETING is on the way out of RUNNING (to PENDING when requeued, FAILED otherwise): wait for the
+  # state it settles in, still within the bound (the job was once seen COMPLETING, Restarts=1, at 45.0 s
+  # and PENDING a moment later).
+  [[ -n $t_srun && -n $t_job && $st != COMPLETING ]] && break
   awk -v e="$now" -v l="$bound" 'BEGIN { exit !(e > l) }' && break
   sleep 0.5
 done
-echo "srun gone at ${t_srun:-never (within $bound s)} s; job left RUNNING at ${t_job:-never} s ($st);" \
+echo "srun gone at ${t_srun:-never (within $bound s)} s; job left RUNNING at ${t_job:-never} s (now $st);" \
   "node2 down at ${t_node:-never} s (SlurmdTimeout $slurmd_timeout s)"
 left1=$(slurm_leftover node1) left2=$(slurm_leftover node2)
 echo "left on node1: ${left1:-nothing}"
