@@ -12,6 +12,7 @@ BUILD_PACKAGES=(
   libboost-program-options-dev            # config files and flags
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN for the CPU ops (its CMake config needs OpenCL)
   zlib1g-dev                              # gzipped IDX files
+  libturbojpeg0-dev libpng-dev            # JPEG/PNG decoding for `prepare --format imagefolder`
   nlohmann-json3-dev                      # metrics and benchmark JSON
 )
 PACKAGES=(
@@ -19,6 +20,7 @@ PACKAGES=(
   openmpi-bin hdf5-tools                  # mpirun, h5dump
   catch2                                  # unit tests (Catch2 2.13)
   python3-h5py python3-numpy python3-matplotlib   # scripts: checks, plots
+  python3-pil                             # tests: generated image folders and the PIL reference
   python3-torch python3-torchvision       # reference in cross-check tests and CPU baselines
   dataset-fashion-mnist                   # the quickstart's real data
 )

@@ -34,6 +34,8 @@ PKGS=(
   libdnnl-dev libdnnl2 ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers
   # header-only and small
   catch2 nlohmann-json3-dev zlib1g-dev zlib1g
+  # JPEG/PNG decoding (prepare --format imagefolder)
+  libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16
 )
 
 echo "pack_device_deps: downloading ${#PKGS[@]} packages"

@@ -43,6 +43,12 @@ std::vector<std::string> write_sharded_split(const std::string& dir, const std::
                                              const DatasetInfo& info, std::span<const uint8_t> images,
                                              std::span<const int32_t> labels, int num_shards, int gzip_level = 0);
 
+/// Rewrites the root attributes `mean` and `std` of an existing shard in place (both must already
+/// hold channels floats). For converters that learn a split's statistics only after writing its
+/// shards (`prepare --format imagefolder` in parallel). Throws UsageError when the sizes differ,
+/// RuntimeError naming the file and HDF5's reason when HDF5 fails.
+void set_shard_statistics(const std::string& path, const std::vector<float>& mean, const std::vector<float>& stdev);
+
 /// Per-channel mean and standard deviation (population) of pixel/255 over NHWC uint8 images.
 void channel_mean_std(std::span<const uint8_t> images, int channels, std::vector<float>& mean,
                       std::vector<float>& stdev);

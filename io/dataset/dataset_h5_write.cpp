@@ -163,6 +163,25 @@ void channel_mean_std(std::span<const uint8_t> images, int channels, std::vector
   }
 }
 
+void set_shard_statistics(const std::string& path, const std::vector<float>& mean, const std::vector<float>& stdev) {
+  try {
+    H5Section section;
+    H5Handle file(h5(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), "open file"), H5Fclose);
+    for (auto [name, v] : {std::pair<const char*, const std::vector<float>*>{"mean", &mean}, {"std", &stdev}}) {
+      H5Handle a(h5(H5Aopen(file, name, H5P_DEFAULT), std::string("open attribute ") + name), H5Aclose);
+      H5Handle space(h5(H5Aget_space(a), "H5Aget_space"), H5Sclose);
+      if (H5Sget_simple_extent_npoints(space) != static_cast<hssize_t>(v->size()))
+        throw UsageError(path + ": attribute " + name + " holds " + std::to_string(H5Sget_simple_extent_npoints(space)) +
+                         " values, not " + std::to_string(v->size()));
+      h5(H5Awrite(a, H5T_NATIVE_FLOAT, v->data()), std::string("write attribute ") + name);
+    }
+    h5(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush");
+    file.close_checked("close");
+  } catch (const H5Fail& e) {
+    throw RuntimeError(path + ": updating mean/std failed: " + e.what());
+  }
+}
+
 void write_dataset_shard(const std::string& path, const DatasetInfo& info, const std::string& split, int shard_index,
                          int num_shards, std::span<const uint8_t> images, std::span<const int32_t> labels,
                          int gzip_level) {

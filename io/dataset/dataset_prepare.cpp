@@ -97,7 +97,7 @@ PrepareResult prepare_dataset(const PrepareOptions& opt) {
     info.class_names = cifar10_classes();
     info.source = "CIFAR-10 binary version (Krizhevsky 2009) from " + dir;
   } else {
-    throw UsageError("--format '" + opt.format + "': expected fashion-mnist or cifar10");
+    throw UsageError("--format '" + opt.format + "': expected fashion-mnist, cifar10 or imagefolder");
   }
   channel_mean_std(train.images, info.channels, info.mean, info.std);
   PrepareResult res;

@@ -22,7 +22,7 @@ namespace {
 void usage() {
   ht::log_raw_out("usage: hpctrain <command> [options]\n"
                "  train    --config FILE [--section.key value ...]   train a model\n"
-               "  prepare  --format fashion-mnist|cifar10 --input DIR --output DIR [--shards N]\n"
+               "  prepare  --format fashion-mnist|cifar10|imagefolder --input DIR --output DIR [--shards N]\n"
                "  bench    allreduce|io|train|checkpoint|peak [...]  microbenchmarks (allreduce busbw, data reading,\n"
                "                                                     training images/s, checkpoint writes, peak FLOP/s)\n"
                "  doctor   [--device cpu|cuda]                       diagnose the environment\n"

@@ -2,6 +2,9 @@
 ht_add_mpi_test(mpi_dataset_np2 2 "[dataset]" TIMEOUT 60)
 # Real shards through the CLI: prepare -> h5py/h5dump read-back; malformed shards -> exit 2 on every rank.
 ht_add_script_test(dataset_prepare_h5py dataset/prepare_roundtrip.py LABELS dataset TIMEOUT 120)
+# A generated folder of JPEG/PNG files -> prepare --format imagefolder: ImageFolder's labels, PIL's
+# pixels, bad files listed or --strict, 2 ranks = 1 rank, resume after a stop.
+ht_add_script_test(dataset_prepare_imagefolder dataset/prepare_imagefolder.py LABELS dataset TIMEOUT 600)
 ht_add_script_test(dataset_bad_shards_np2 dataset/bad_shards.py LABELS dataset TIMEOUT 180)
 ht_add_script_test(dataset_locked_shard dataset/locked_shard.py LABELS dataset TIMEOUT 180)
 # Untrusted HDF5 files vetted in a time-limited child (src/train/file_vetting, hpctrain verify):
