@@ -40,3 +40,5 @@ echo "mutation_run.sh: sanitizer build ready in $((t1 - t0)) s"
 /usr/bin/python3 tests/mutation/run_mutation.py --bin "$BUILD_DIR/hpctrain" --mpiexec "$(command -v mpirun)" \
   --work "$BUILD_DIR/mutation" --summary "$BUILD_DIR/mutation_summary.json" \
   --command "scripts/mutation_run.sh $*" "${ARGS[@]}"
+# Mutated JPEG/PNG files through `prepare --format imagefolder` (docs/testing.md#the-mutation-run).
+/usr/bin/python3 tests/mutation/run_image_mutation.py --bin "$BUILD_DIR/hpctrain" --work "$BUILD_DIR/image_mutation"
