@@ -1,7 +1,7 @@
 # Checkpoints (io/checkpoint/, src/train/checkpoint_manager, checkpoint_schedule, training_state, signals).
 # Unit tests: ht_unit_tests [checkpoint].
 # Script tests drive the real binary (mostly under mpirun) and read checkpoints back with h5py.
-foreach(t exact_resume signals crash_corrupt elastic resume_semantics disk_full run_lock slow_save)
+foreach(t exact_resume signals crash_corrupt elastic resume_semantics disk_full run_lock slow_save imagefolder_train)
   ht_add_script_test(ckpt_${t} ckpt/test_${t}.py LABELS ckpt TIMEOUT 300)
 endforeach()
 # Random SIGKILLs on 2 ranks (docs/testing.md#random-kills): about 1 min of CPU, 3-5 min on a loaded 2-core machine; the time
