@@ -8,6 +8,7 @@
 // Crop: the image is conceptually zero-padded by `pad` pixels on every side and an H x W window is
 // taken at offset (oy, ox) in [0, 2*pad]^2: out(y, x) = in(y + oy - pad, x + ox - pad), 0 outside.
 // Flip (p = 0.5): out(y, x) = cropped(y, W-1-x). Both act on uint8 NHWC before normalisation.
+#include <cmath>
 #include <cstdint>
 
 #include "base/hd.hpp"
@@ -18,6 +19,7 @@ namespace ht {
 constexpr uint64_t kStreamPermutation = 0x5045524d55544531ull;  // "PERMUTE1"
 constexpr uint64_t kStreamAugment = 0x4155474d454e5431ull;      // "AUGMENT1"
 constexpr uint64_t kStreamSynthetic = 0x53594e5448455431ull;    // "SYNTHET1"
+constexpr uint64_t kStreamResizedCrop = 0x5252435230303031ull;  // "RRCR0001"
 
 /// SplitMix64 finaliser: a bijective 64-bit mix.
 HT_HD uint64_t splitmix64(uint64_t x) {
@@ -70,6 +72,67 @@ HT_HD uint8_t aug_pixel(const uint8_t* src, int H, int W, int C, int y, int x, i
   int sx = xs + p.ox - pad;
   if (sy < 0 || sy >= H || sx < 0 || sx >= W) return 0;
   return src[(static_cast<int64_t>(sy) * W + sx) * C + c];
+}
+
+/// A crop window: rows [y, y + h), columns [x, x + w).
+struct CropBox {
+  int y = 0, x = 0, h = 0, w = 0;
+};
+
+/// Uniform double in [0, 1) from 64 random bits (the top 53).
+inline double uniform01(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+/// torchvision's RandomResizedCrop.get_params (0.14) for global sample `index` in `epoch` of an H x W
+/// image, its draws counter-based: up to 10 tries of an area fraction uniform in [scale_min,
+/// scale_max] and an aspect ratio log-uniform in [ratio_min, ratio_max], w = round(sqrt(area *
+/// ratio)), h = round(sqrt(area / ratio)) (ties to even, as Python's round), accepted when 0 < w <= W
+/// and 0 < h <= H, at a uniform position; otherwise the centre crop clamped to the ratio range.
+inline CropBox resized_crop_box(uint64_t seed, int epoch, int64_t index, int H, int W, double scale_min,
+                                double scale_max = 1.0, double ratio_min = 3.0 / 4.0, double ratio_max = 4.0 / 3.0) {
+  const uint64_t r = hash_key(seed, kStreamResizedCrop, static_cast<uint64_t>(static_cast<int64_t>(epoch)),
+                              static_cast<uint64_t>(index));
+  const double area = static_cast<double>(H) * W;
+  const double log_lo = std::log(ratio_min), log_hi = std::log(ratio_max);
+  for (uint64_t t = 0; t < 10; ++t) {
+    const double target = area * (scale_min + (scale_max - scale_min) * uniform01(splitmix64(r ^ (4 * t + 1))));
+    const double ratio = std::exp(log_lo + (log_hi - log_lo) * uniform01(splitmix64(r ^ (4 * t + 2))));
+    const int w = static_cast<int>(std::nearbyint(std::sqrt(target * ratio)));
+    const int h = static_cast<int>(std::nearbyint(std::sqrt(target / ratio)));
+    if (0 < w && w <= W && 0 < h && h <= H) {
+      CropBox b;
+      b.h = h;
+      b.w = w;
+      b.y = static_cast<int>(uniform_below(splitmix64(r ^ (4 * t + 3)), static_cast<uint64_t>(H - h + 1)));
+      b.x = static_cast<int>(uniform_below(splitmix64(r ^ (4 * t + 4)), static_cast<uint64_t>(W - w + 1)));
+      return b;
+    }
+  }
+  CropBox b;
+  const double in_ratio = static_cast<double>(W) / H;
+  if (in_ratio < ratio_min) {
+    b.w = W;
+    b.h = static_cast<int>(std::nearbyint(W / ratio_min));
+  } else if (in_ratio > ratio_max) {
+    b.h = H;
+    b.w = static_cast<int>(std::nearbyint(H * ratio_max));
+  } else {
+    b.w = W;
+    b.h = H;
+  }
+  b.y = (H - b.h) / 2;
+  b.x = (W - b.w) / 2;
+  return b;
+}
+
+/// The centre crop_h x crop_w window of an H x W image, as torchvision's CenterCrop: offsets
+/// round((H - crop_h) / 2) and round((W - crop_w) / 2), ties to even.
+inline CropBox center_crop_box(int H, int W, int crop_h, int crop_w) {
+  CropBox b;
+  b.h = crop_h;
+  b.w = crop_w;
+  b.y = static_cast<int>(std::nearbyint((H - crop_h) / 2.0));
+  b.x = static_cast<int>(std::nearbyint((W - crop_w) / 2.0));
+  return b;
 }
 
 /// Normalised value of a uint8 pixel: (v/255 - mean) / std.

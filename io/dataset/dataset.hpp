@@ -83,6 +83,16 @@ struct LoaderOptions {
   bool train = true;
   int crop_padding = 0;  ///< random crop with zero padding; offset in [0, 2*crop_padding] (train only)
   bool flip = false;     ///< random horizontal flip with p = 0.5 (train only)
+  /// > 0: batches hold crop_size x crop_size images. Train with `resized_crop`: torchvision's
+  /// RandomResizedCrop(crop_size, scale = (resized_crop_min_scale, 1), ratio = (3/4, 4/3)), the box
+  /// from resized_crop_box (io/dataset/augment.hpp), resized with PIL's bilinear filter
+  /// (io/dataset/resample.hpp); otherwise (and always for eval) the centre crop_size window, which for
+  /// images stored at the shorter side S is torchvision's Resize(S) + CenterCrop(crop_size).
+  /// crop_padding applies after the centre crop; it is not combined with resized_crop.
+  int crop_size = 0;
+  bool resized_crop = false;
+  double resized_crop_min_scale = 0.08;
+  int threads = 1;       ///< threads that crop, resize, flip and normalise the samples of a batch
   Layout layout = Layout::NCHW;
   bool prefetch = true;  ///< prepare the next batch on a background thread
   int64_t eval_batch = 256;
@@ -90,7 +100,7 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  Tensor images;  ///< f32 [n,C,H,W] or [n,H,W,C], (pixel/255 - mean[c]) / std[c]
+  Tensor images;  ///< f32 [n,C,H,W] or [n,H,W,C] (H = W = crop_size when set), (pixel/255 - mean[c]) / std[c]
   Tensor labels;  ///< i32 [n]
   int64_t step = 0;
   int epoch = 0;
@@ -105,7 +115,8 @@ struct Batch {
 class DataLoader {
  public:
   /// Throws UsageError when world_size does not divide global_batch (train), when global_batch/
-  /// world_size is 0, or when rank/world_size are out of range.
+  /// world_size is 0, when rank/world_size are out of range, or when crop_size exceeds the images
+  /// (without resized_crop), resized_crop comes without crop_size or with crop_padding, or threads < 1.
   DataLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
@@ -119,6 +130,9 @@ class DataLoader {
   bool next(Batch& out);
   /// Samples used (limit applied).
   int64_t num_samples() const { return n_; }
+  /// Height and width of the images in a batch.
+  int out_height() const { return opt_.crop_size > 0 ? opt_.crop_size : ds_->info().height; }
+  int out_width() const { return opt_.crop_size > 0 ? opt_.crop_size : ds_->info().width; }
   const DatasetInfo& info() const { return ds_->info(); }
   /// Global indices of this rank's batch at step `step` of `epoch` (what next() would return).
   std::vector<int64_t> batch_indices(int epoch, int64_t step) const;

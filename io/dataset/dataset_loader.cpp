@@ -1,6 +1,7 @@
 // DataLoader: the sampling rule of docs/dataset.md, augmentation (io/dataset/augment.hpp), normalisation and layout
 // conversion, with the next batch prepared on a background thread.
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -9,6 +10,7 @@
 
 #include "io/dataset/augment.hpp"
 #include "io/dataset/dataset.hpp"
+#include "io/dataset/resample.hpp"
 #include "io/dataset/sampler.hpp"
 
 namespace ht {
@@ -71,6 +73,20 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options)
   }
   if (opt_.crop_padding < 0) throw UsageError("data.crop_padding = " + std::to_string(opt_.crop_padding) + " must be >= 0");
   const DatasetInfo& info = ds_->info();
+  if (opt_.threads < 1) throw UsageError("data.loader_threads = " + std::to_string(opt_.threads) + " must be >= 1");
+  if (opt_.crop_size < 0) throw UsageError("data.crop_size = " + std::to_string(opt_.crop_size) + " must be >= 0");
+  if (opt_.resized_crop && opt_.train) {
+    if (opt_.crop_size == 0) throw UsageError("data.random_resized_crop = true needs data.crop_size (the side it resizes to)");
+    if (opt_.crop_padding > 0)
+      throw UsageError("data.random_resized_crop = true and data.crop_padding = " + std::to_string(opt_.crop_padding) +
+                       ": choose one random crop (set data.crop_padding = 0)");
+    if (!(opt_.resized_crop_min_scale > 0 && opt_.resized_crop_min_scale <= 1))
+      throw UsageError("data.random_resized_crop_min_scale = " + std::to_string(opt_.resized_crop_min_scale) +
+                       " must be in (0, 1]");
+  } else if (opt_.crop_size > 0 && (opt_.crop_size > info.height || opt_.crop_size > info.width)) {
+    throw UsageError("data.crop_size = " + std::to_string(opt_.crop_size) + ": larger than the " + std::to_string(info.height) +
+                     "x" + std::to_string(info.width) + " images of " + (info.first_shard.empty() ? info.source : info.first_shard));
+  }
   n_ = info.num_samples;
   if (opt_.limit > 0) n_ = std::min(n_, opt_.limit);
   if (static_cast<int>(info.mean.size()) != info.channels || static_cast<int>(info.std.size()) != info.channels)
@@ -167,7 +183,8 @@ std::vector<int64_t> DataLoader::batch_indices(int epoch, int64_t step) const {
 void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   const DatasetInfo& info = ds_->info();
   const int H = info.height, W = info.width, C = info.channels;
-  const size_t sample = static_cast<size_t>(H) * W * C;
+  const int Ho = out_height(), Wo = out_width();
+  const size_t sample = static_cast<size_t>(H) * W * C, out_sample = static_cast<size_t>(Ho) * Wo * C;
   out.indices = batch_indices(epoch, step);
   out.step = step;
   out.epoch = epoch;
@@ -175,33 +192,74 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   std::vector<uint8_t> raw(static_cast<size_t>(n) * sample);
   out.labels = Tensor::empty({n}, DType::i32);
   ds_->read(out.indices, raw, out.labels.span<int32_t>());
-  out.images = opt_.layout == Layout::NCHW ? Tensor::empty({n, C, H, W}, DType::f32)
-                                           : Tensor::empty({n, H, W, C}, DType::f32);
+  out.images = opt_.layout == Layout::NCHW ? Tensor::empty({n, C, Ho, Wo}, DType::f32)
+                                           : Tensor::empty({n, Ho, Wo, C}, DType::f32);
   float* dst = out.images.data<float>();
   // (v/255 - mean[c]) / std[c] for every byte value: one table lookup per element.
   std::vector<float> lut(static_cast<size_t>(C) * 256);
   for (int c = 0; c < C; ++c)
     for (int v = 0; v < 256; ++v)
       lut[static_cast<size_t>(c) * 256 + v] = normalize_pixel(static_cast<uint8_t>(v), info.mean[c], 1.0f / info.std[c]);
-  const bool aug = opt_.train && (opt_.crop_padding > 0 || opt_.flip);
+  const bool resized = opt_.train && opt_.resized_crop;
+  const bool centre = !resized && opt_.crop_size > 0;
   const int pad = opt_.train ? opt_.crop_padding : 0;
-  std::vector<uint8_t> tmp(aug ? sample : 0);
-  for (int64_t i = 0; i < n; ++i) {
+  const bool shift_flip = opt_.train && (pad > 0 || (opt_.flip && !resized));
+  // Sample i: crop (random resized, or centre), then crop-with-padding and flip, then normalise.
+  auto one = [&](int64_t i, std::vector<uint8_t>& a, std::vector<uint8_t>& b) {
     const uint8_t* src = raw.data() + static_cast<size_t>(i) * sample;
-    if (aug) {
-      augment_image_rows(src, tmp.data(), H, W, C, aug_params(opt_.seed, epoch, out.indices[i], pad, opt_.flip), pad);
-      src = tmp.data();
+    if (resized) {
+      const CropBox box = resized_crop_box(opt_.seed, epoch, out.indices[static_cast<size_t>(i)], H, W,
+                                           opt_.resized_crop_min_scale);
+      resample_bilinear(src + (static_cast<size_t>(box.y) * W + box.x) * C, W, box.w, box.h, C, Wo, Ho, 0, 0, Wo, Ho,
+                        a.data());
+      if (opt_.flip && aug_params(opt_.seed, epoch, out.indices[static_cast<size_t>(i)], 0, true).flip) {
+        for (int y = 0; y < Ho; ++y)
+          for (int x = 0; x < Wo / 2; ++x)
+            for (int c = 0; c < C; ++c)
+              std::swap(a[(static_cast<size_t>(y) * Wo + x) * C + c], a[(static_cast<size_t>(y) * Wo + Wo - 1 - x) * C + c]);
+      }
+      src = a.data();
+    } else if (centre) {
+      const CropBox box = center_crop_box(H, W, Ho, Wo);
+      for (int y = 0; y < Ho; ++y)
+        std::memcpy(a.data() + static_cast<size_t>(y) * Wo * C, src + (static_cast<size_t>(box.y + y) * W + box.x) * C,
+                    static_cast<size_t>(Wo) * C);
+      src = a.data();
     }
-    float* d = dst + static_cast<size_t>(i) * sample;
+    if (shift_flip) {
+      augment_image_rows(src, b.data(), Ho, Wo, C, aug_params(opt_.seed, epoch, out.indices[static_cast<size_t>(i)], pad, opt_.flip), pad);
+      src = b.data();
+    }
+    float* d = dst + static_cast<size_t>(i) * out_sample;
     if (opt_.layout == Layout::NCHW) {
       for (int c = 0; c < C; ++c) {
         const float* l = lut.data() + static_cast<size_t>(c) * 256;
-        for (int p = 0; p < H * W; ++p) *d++ = l[src[static_cast<size_t>(p) * C + c]];
+        for (int p = 0; p < Ho * Wo; ++p) *d++ = l[src[static_cast<size_t>(p) * C + c]];
       }
     } else {
-      for (size_t p = 0; p < sample; ++p) d[p] = lut[(p % C) * 256 + src[p]];
+      for (size_t p = 0; p < out_sample; ++p) d[p] = lut[(p % C) * 256 + src[p]];
     }
-  }
+  };
+  // Samples are independent (every random draw is a function of the sample's global index), so the
+  // threads may take them in any order.
+  std::atomic<int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_m;
+  auto work = [&] {
+    std::vector<uint8_t> a(out_sample), b(out_sample);
+    try {
+      for (int64_t i = next++; i < n; i = next++) one(i, a, b);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(error_m);
+      error = std::current_exception();
+    }
+  };
+  const int threads = static_cast<int>(std::min<int64_t>(opt_.threads, std::max<int64_t>(n, 1)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
 }
 
 bool DataLoader::next(Batch& out) {

@@ -1,5 +1,7 @@
-// JPEG (TurboJPEG API), PNG (libpng) and the resize + centre crop (PIL's resampling). See image_decode.hpp.
+// JPEG (TurboJPEG API), PNG (libpng) and the resize + centre crop (io/dataset/resample.hpp). See image_decode.hpp.
 #include "io/dataset/image_decode.hpp"
+
+#include "io/dataset/resample.hpp"
 
 #include <png.h>
 #include <turbojpeg.h>
@@ -233,64 +235,6 @@ bool decode_image(std::span<const uint8_t> bytes, int channels, const ImageLimit
   }
 }
 
-namespace {
-
-// PIL's resampling (Pillow's libImaging/Resample.c, the BILINEAR filter): for output pixel x of a
-// row of out_size from in_size, the taps [bound[x], bound[x] + count[x]) with weights of a triangle
-// of support 1 widened by the scale when shrinking, normalised to sum 1, in fixed point with 22
-// fractional bits; pixel = clip((sum + 2^21) >> 22). Computed only for outputs [first, first + n).
-constexpr int kPrecisionBits = 32 - 8 - 2;
-
-struct ResampleTaps {
-  int ksize = 0;
-  std::vector<int> begin, count;
-  std::vector<int32_t> weight;  // n * ksize
-};
-
-ResampleTaps bilinear_taps(int in_size, int out_size, int first, int n) {
-  const double scale = static_cast<double>(in_size) / out_size;
-  const double filterscale = std::max(scale, 1.0);
-  const double support = 1.0 * filterscale;
-  ResampleTaps t;
-  t.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
-  t.begin.resize(static_cast<size_t>(n));
-  t.count.resize(static_cast<size_t>(n));
-  t.weight.assign(static_cast<size_t>(n) * t.ksize, 0);
-  std::vector<double> k(static_cast<size_t>(t.ksize));
-  for (int i = 0; i < n; ++i) {
-    const int xx = first + i;
-    const double center = (xx + 0.5) * scale;
-    const double ss = 1.0 / filterscale;
-    int xmin = static_cast<int>(center - support + 0.5);
-    if (xmin < 0) xmin = 0;
-    int xmax = static_cast<int>(center + support + 0.5);
-    if (xmax > in_size) xmax = in_size;
-    xmax -= xmin;
-    double ww = 0.0;
-    for (int x = 0; x < xmax; ++x) {
-      double a = std::fabs((x + xmin - center + 0.5) * ss);
-      k[static_cast<size_t>(x)] = a < 1.0 ? 1.0 - a : 0.0;
-      ww += k[static_cast<size_t>(x)];
-    }
-    for (int x = 0; x < xmax; ++x) {
-      double w = ww != 0.0 ? k[static_cast<size_t>(x)] / ww : k[static_cast<size_t>(x)];
-      t.weight[static_cast<size_t>(i) * t.ksize + x] =
-          static_cast<int32_t>(w < 0 ? -0.5 + w * (1 << kPrecisionBits) : 0.5 + w * (1 << kPrecisionBits));
-    }
-    t.begin[static_cast<size_t>(i)] = xmin;
-    t.count[static_cast<size_t>(i)] = xmax;
-  }
-  return t;
-}
-
-inline uint8_t clip8(int32_t v) {
-  if (v >= (1 << kPrecisionBits << 8)) return 255;
-  if (v <= 0) return 0;
-  return static_cast<uint8_t>(v >> kPrecisionBits);
-}
-
-}  // namespace
-
 Image8 resize_shorter_center_crop(const Image8& in, int size) {
   if (size < 1 || in.width < 1 || in.height < 1 || in.channels < 1 ||
       in.pixels.size() != static_cast<size_t>(in.width) * in.height * in.channels)
@@ -304,55 +248,12 @@ Image8 resize_shorter_center_crop(const Image8& in, int size) {
   // CenterCrop's offset: Python's round(), ties to even (nearbyint in the default rounding mode).
   const int left = static_cast<int>(std::nearbyint((new_w - size) / 2.0));
   const int top = static_cast<int>(std::nearbyint((new_h - size) / 2.0));
-  const int C = in.channels;
   Image8 out;
   out.width = out.height = size;
-  out.channels = C;
-  out.pixels.resize(static_cast<size_t>(size) * size * C);
-  // As PIL: the horizontal pass (skipped when the width stays) over the rows the vertical pass
-  // reads, then the vertical pass (skipped when the height stays).
-  const bool horizontal = new_w != in.width, vertical = new_h != in.height;
-  const ResampleTaps tv = vertical ? bilinear_taps(in.height, new_h, top, size) : ResampleTaps{};
-  const int row0 = vertical ? tv.begin.front() : top;
-  const int row1 = vertical ? tv.begin.back() + tv.count.back() : top + size;
-  std::vector<uint8_t> mid;
-  const uint8_t* src = in.pixels.data() + static_cast<size_t>(row0) * in.width * C;  // rows row0.. of width mid_w
-  int mid_w = in.width, mid_x0 = left;
-  if (horizontal) {
-    const ResampleTaps th = bilinear_taps(in.width, new_w, left, size);
-    mid.resize(static_cast<size_t>(row1 - row0) * size * C);
-    for (int y = row0; y < row1; ++y) {
-      const uint8_t* r = in.pixels.data() + static_cast<size_t>(y) * in.width * C;
-      uint8_t* o = mid.data() + static_cast<size_t>(y - row0) * size * C;
-      for (int x = 0; x < size; ++x) {
-        const int32_t* k = &th.weight[static_cast<size_t>(x) * th.ksize];
-        const uint8_t* p = r + static_cast<size_t>(th.begin[static_cast<size_t>(x)]) * C;
-        for (int c = 0; c < C; ++c) {
-          int32_t ss = 1 << (kPrecisionBits - 1);
-          for (int i = 0; i < th.count[static_cast<size_t>(x)]; ++i) ss += p[i * C + c] * k[i];
-          o[x * C + c] = clip8(ss);
-        }
-      }
-    }
-    src = mid.data();
-    mid_w = size;
-    mid_x0 = 0;
-  }
-  for (int y = 0; y < size; ++y) {
-    uint8_t* o = out.pixels.data() + static_cast<size_t>(y) * size * C;
-    if (!vertical) {
-      std::memcpy(o, src + (static_cast<size_t>(y) * mid_w + mid_x0) * C, static_cast<size_t>(size) * C);
-      continue;
-    }
-    const int32_t* k = &tv.weight[static_cast<size_t>(y) * tv.ksize];
-    const int y0 = tv.begin[static_cast<size_t>(y)] - row0, n = tv.count[static_cast<size_t>(y)];
-    for (int x = 0; x < size * C; ++x) {
-      int32_t ss = 1 << (kPrecisionBits - 1);
-      const uint8_t* p = src + (static_cast<size_t>(y0) * mid_w + mid_x0) * C + x;
-      for (int i = 0; i < n; ++i) ss += p[static_cast<size_t>(i) * mid_w * C] * k[i];
-      o[x] = clip8(ss);
-    }
-  }
+  out.channels = in.channels;
+  out.pixels.resize(static_cast<size_t>(size) * size * in.channels);
+  resample_bilinear(in.pixels.data(), in.width, in.width, in.height, in.channels, new_w, new_h, left, top, size, size,
+                    out.pixels.data());
   return out;
 }
 

@@ -111,6 +111,10 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("data.synthetic_classes", c.data.synthetic_classes, "synthetic class count", closed(1, 1e6));
   f("data.crop_padding", c.data.crop_padding, "random crop padding (0 = off)", closed(0, 1024));
   f("data.flip", c.data.flip, "random horizontal flip", kNoRange);
+  f("data.crop_size", c.data.crop_size, "side of the images the model sees: centre crop, or random resized crop (0 = as stored)", closed(0, 4096));
+  f("data.random_resized_crop", c.data.random_resized_crop, "train: random resized crop to data.crop_size (torchvision's)", kNoRange);
+  f("data.random_resized_crop_min_scale", c.data.random_resized_crop_min_scale, "smallest area fraction of the random resized crop", open_lo(0, 1));
+  f("data.loader_threads", c.data.loader_threads, "threads preparing each batch (crop, resize, flip, normalise)", closed(1, 1024));
   f("data.prefetch", c.data.prefetch, "prefetch the next batch on a background thread", kNoRange);
   f("data.limit_train", c.data.limit_train, "use only the first N train samples (0 = all)", closed(0, 1e12));
   f("data.limit_test", c.data.limit_test, "use only the first N test samples (0 = all)", closed(0, 1e12));

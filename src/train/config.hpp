@@ -46,6 +46,10 @@ struct Config {
     int synthetic_height = 32, synthetic_width = 32, synthetic_channels = 3, synthetic_classes = 10;
     int crop_padding = 0;              ///< random crop with this zero padding (0 = off)
     bool flip = false;                 ///< random horizontal flip
+    int crop_size = 0;                 ///< > 0: the model sees crop_size x crop_size images (centre crop, or random resized)
+    bool random_resized_crop = false;  ///< train: torchvision's RandomResizedCrop to crop_size
+    double random_resized_crop_min_scale = 0.08;  ///< its smallest area fraction
+    int loader_threads = 1;            ///< threads that crop, resize, flip and normalise a batch
     bool prefetch = true;              ///< read the next batch on a background thread
     int64_t limit_train = 0;           ///< use only the first N train samples (0 = all)
     int64_t limit_test = 0;            ///< use only the first N test samples (0 = all)

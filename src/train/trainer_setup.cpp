@@ -133,6 +133,10 @@ void Trainer::setup_data() {
   lo.train = true;
   lo.crop_padding = cfg_.data.crop_padding;
   lo.flip = cfg_.data.flip;
+  lo.crop_size = cfg_.data.crop_size;
+  lo.resized_crop = cfg_.data.random_resized_crop;
+  lo.resized_crop_min_scale = cfg_.data.random_resized_crop_min_scale;
+  lo.threads = cfg_.data.loader_threads;
   lo.layout = Layout::NCHW;
   lo.prefetch = cfg_.data.prefetch;
   lo.limit = cfg_.data.limit_train;
@@ -154,6 +158,7 @@ void Trainer::setup_data() {
   eo.train = false;
   eo.crop_padding = 0;
   eo.flip = false;
+  eo.resized_crop = false;  // evaluation: the centre crop_size window
   eo.eval_batch = cfg_.train.eval_batch;
   eo.limit = cfg_.data.limit_test;
   if (test_ds_) test_loader_ = std::make_unique<DataLoader>(test_ds_, eo);
@@ -167,8 +172,8 @@ void Trainer::setup_model() {
   spec.name = cfg_.model.name;
   spec.num_classes = cfg_.model.num_classes > 0 ? cfg_.model.num_classes : info.num_classes;
   spec.channels = info.channels;
-  spec.height = info.height;
-  spec.width = info.width;
+  spec.height = train_loader_->out_height();  // after data.crop_size
+  spec.width = train_loader_->out_width();
   spec.mlp_hidden = cfg_.model.mlp_hidden;
   spec.compute = compute_dtype(cfg_.train.precision, device_);  // UsageError where the device cannot
   model_ = std::make_unique<Model>(spec, device_, cfg_.run.seed);
