@@ -56,4 +56,18 @@ el = losses(elastic)
 check(sorted(el) == list(range(1, 7)) and all(np.isfinite(el[s]) for s in el), f"elastic: steps 1..6 logged ({sorted(el)})")
 check(all(lrs(elastic)[s] == lrs(ref)[s] for s in range(1, 7)), "elastic: learning rate identical at every step")
 check(state(ckpt(elastic, 6))[1]["world_size"] == 1, "elastic: the final checkpoint is a world_size-1 one")
+
+# The recipes for such folders (configs/resnet50_imagenet.ini, configs/finetune_resnet18_folder.ini)
+# load and take a step on shards prepared at 256 pixels (random resized crop and centre crop to 224).
+data256 = fresh_dir("data256")
+p = subprocess.run([HT, "prepare", "--format", "imagefolder", "--input", photos, "--output", data256, "--size", "256",
+                    "--val-fraction", "0.25"], capture_output=True, text=True, timeout=300)
+check(p.returncode == 0, f"prepare at 256 exits 0 (got {p.returncode})") or print(p.stdout, p.stderr)
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for cfg in ("resnet50_imagenet.ini", "finetune_resnet18_folder.ini"):
+    rd = fresh_dir("recipe_" + cfg)
+    rc, out = run(["--config", os.path.join(SRC, "configs", cfg), "--data.dir", data256, "--run.dir", rd,
+                   "--train.max_steps", "1", "--train.global_batch", "4", "--train.eval_batch", "8",
+                   "--train.device", "cpu", "--data.loader_threads", "2"], timeout=600)
+    check(rc == 0 and "test top1" in out, f"configs/{cfg}: one step and an evaluation at 224 pixels (exit {rc})") or print(out)
 finish()
