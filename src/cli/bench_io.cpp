@@ -9,6 +9,8 @@
 //   read_shuffled_hdf5  the same with HDF5 hyperslab reads (HT_DATASET_HDF5_READS) instead of pread
 //   loader           DataLoader train mode: read + normalise to f32 NCHW, prefetch thread on
 //   loader_augment   the same with crop padding 2 and flip
+//   loader_resized_crop  (with --crop-size S) RandomResizedCrop to S x S, flip, normalise, on
+//                    --loader-threads threads (data.loader_threads); MB/s counts the stored bytes read
 // MB/s counts uint8 image bytes (H*W*C per image) for every pass.
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -83,15 +85,17 @@ nlohmann::json to_json(const Measure& m) {
 int bench_io(const Args& args) {
   std::string dir = "data/fashion-mnist", split = "train", out = "results/cpu/bench_io.json";
   int64_t batch = 256;
-  int epochs = 1, reps = 3;
+  int epochs = 1, reps = 3, crop_size = 0, loader_threads = 1;
   CommandLine cl("hpctrain bench io",
                  "usage: [mpirun -np N] hpctrain bench io [--data DIR] [--split train|test] [--batch B] [--epochs E]\n"
-                 "                                         [--reps R] [--out FILE]");
+                 "                                         [--reps R] [--crop-size S] [--loader-threads T] [--out FILE]");
   cl.option("data", &dir, "DIR", "prepared dataset (see scripts/quickstart.sh)")
       .option("split", &split, "S", "split to read: train or test")
       .option("batch", &batch, "B", "global batch")
       .option("epochs", &epochs, "E", "epochs per measurement")
       .option("reps", &reps, "R", "repetitions per measurement, the fastest is kept")
+      .option("crop-size", &crop_size, "S", "also time the random resized crop to S x S (0: not)")
+      .option("loader-threads", &loader_threads, "T", "threads of that loader pass (data.loader_threads)")
       .option("out", &out, "FILE", "JSON results, this world_size's entry replaced");
   if (!cl.parse(args)) return kExitOk;
   const int W = dist().world_size, R = dist().rank;
@@ -176,7 +180,7 @@ int bench_io(const Args& args) {
   auto ds_h5 = open_sharded_dataset(dir, split);
   if (!forced) unsetenv("HT_DATASET_HDF5_READS");
   Measure shuf_h5 = timed([&] { return shuffled(*ds_h5); }, reps);
-  auto loader_pass = [&](int pad, bool flip) {
+  auto loader_pass = [&](int pad, bool flip, int crop = 0, int threads = 1) {
     return timed([&] {
       LoaderOptions o;
       o.global_batch = batch;
@@ -184,6 +188,9 @@ int bench_io(const Args& args) {
       o.world_size = W;
       o.crop_padding = pad;
       o.flip = flip;
+      o.crop_size = crop;
+      o.resized_crop = crop > 0;
+      o.threads = threads;
       DataLoader dl(ds, o);
       double n = 0;
       Batch bt;
@@ -196,6 +203,8 @@ int bench_io(const Args& args) {
   };
   Measure loader = loader_pass(0, false);
   Measure loader_aug = loader_pass(2, true);
+  Measure loader_rrc;
+  if (crop_size > 0) loader_rrc = loader_pass(0, true, crop_size, loader_threads);
 
   double load1 = 0;
   getloadavg(&load1, 1);
@@ -225,6 +234,11 @@ int bench_io(const Args& args) {
         {"loader", to_json(loader)},
         {"loader_augment", to_json(loader_aug)},
     };
+    if (crop_size > 0) {
+      run["loader_resized_crop"] = to_json(loader_rrc);
+      run["loader_resized_crop"]["crop_size"] = crop_size;
+      run["loader_resized_crop"]["loader_threads"] = loader_threads;
+    }
     nlohmann::json doc = {{"benchmark", "io"}, {"runs", nlohmann::json::array()}};
     if (fs::exists(out)) {
       try {

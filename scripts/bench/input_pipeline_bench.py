@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""The training input pipeline side by side, one core each, in one run: images/s delivered to the step
+with RandomResizedCrop(224), horizontal flip and normalisation (float32, NCHW), per core.
+  hpctrain       DataLoader over the raw 256-pixel shards of `prepare --format imagefolder`
+                 (`hpctrain bench io --crop-size 224 --loader-threads 1`, its loader_resized_crop pass)
+  torch_jpeg     torch.utils.data.DataLoader(ImageFolder(JPEG files), RandomResizedCrop(224),
+                 RandomHorizontalFlip, ToTensor, Normalize), num_workers=0 (this process, one thread)
+  torch_hdf5     the same transforms over the same HDF5 shards (h5py reads, PIL images), num_workers=0
+Writes JSON with the machine, the command and the ratios (hpctrain / torch) per repeat.
+Usage: scripts/bench/input_pipeline_bench.py [--bin build/hpctrain] [--files 512] [--repeats 2]
+       [--out results/cpu/input_pipeline.json]"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prepare_bench import photos  # noqa: E402
+
+
+def torch_pass(dataset, batch):
+    import torch
+    dl = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=0, drop_last=True)
+    t0, c0, n = time.perf_counter(), time.process_time(), 0
+    for x, _ in dl:
+        n += x.shape[0]
+    return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
+
+
+class H5Shards:
+    """The hpctrain shards as a map-style torch Dataset returning PIL images through `tf`."""
+
+    def __init__(self, root, tf):
+        from PIL import Image
+        self.Image = Image
+        self.files = [h5py.File(p, "r") for p in sorted(glob.glob(os.path.join(root, "train-*.h5")))]
+        self.index = [(f, i) for f in self.files for i in range(f["labels"].shape[0])]
+        self.tf = tf
+
+    def __len__(self):
+        return len(self.index)
+
+    def __getitem__(self, k):
+        f, i = self.index[k]
+        return self.tf(self.Image.fromarray(f["images"][i])), int(f["labels"][i])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="build/hpctrain")
+    ap.add_argument("--files", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--out", default="results/cpu/input_pipeline.json")
+    a = ap.parse_args()
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+    from torchvision import datasets, transforms
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, data = os.path.join(tmp, "photos"), os.path.join(tmp, "data")
+        photos(src, a.files, 500, 375, 2)  # ImageNet's typical photo
+        subprocess.run([a.bin, "prepare", "--format", "imagefolder", "--input", src, "--output", data, "--size", "256",
+                        "--val-fraction", "0.1"], check=True, capture_output=True)
+        norm = transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+        tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
+                                 transforms.ToTensor(), norm])
+        rows = []
+        for r in range(a.repeats):  # alternating, so all three see the same machine
+            out = os.path.join(tmp, f"io{r}.json")
+            subprocess.run(["taskset", "-c", "0", a.bin, "bench", "io", "--data", data, "--batch", str(a.batch),
+                            "--reps", "1", "--crop-size", "224", "--loader-threads", "1", "--out", out],
+                           check=True, capture_output=True)
+            m = json.load(open(out))["runs"][0]["loader_resized_crop"]
+            ours = (m["images_per_s"], m["images"] / m["cpu_seconds"] if m.get("cpu_seconds") else None)
+            jpeg = torch_pass(datasets.ImageFolder(src, transform=tf), a.batch)
+            h5 = torch_pass(H5Shards(data, tf), a.batch)
+            rows.append({"hpctrain": ours, "torch_jpeg": jpeg, "torch_hdf5": h5})
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
+    best = {k: max(r[k][0] for r in rows) for k in rows[0]}
+    res = {
+        "what": "images/s delivered to the step (RandomResizedCrop 224, flip, normalise, float32 NCHW), "
+                "one core each; [wall images/s, images per CPU-second] per repeat",
+        "machine": {"cpu": cpu, "cores": os.cpu_count()},
+        "command": f"scripts/bench/input_pipeline_bench.py --bin {a.bin} --files {a.files} --batch {a.batch} "
+                   f"--repeats {a.repeats}",
+        "photos": f"{a.files} JPEG files of 500 x 375 (quality 90), shards at 256 pixels (raw uint8)",
+        "repeats": rows,
+        "best_images_per_s": best,
+        "ratio_vs_torch_jpeg": best["hpctrain"] / best["torch_jpeg"],
+        "ratio_vs_torch_hdf5": best["hpctrain"] / best["torch_hdf5"],
+    }
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=2)
+        f.write("\n")
+    print(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()
