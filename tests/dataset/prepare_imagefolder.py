@@ -88,13 +88,13 @@ def huge_png(path):
                 chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b""))
 
 
-def reference(path):
+def reference(path, mode="RGB"):
     """What the stored pixels should be: PIL decode (draft as hpctrain's DCT scaling), convert to
-    RGB, then torchvision's Resize(S) and CenterCrop(S) arithmetic on PIL images."""
+    RGB (or L), then torchvision's Resize(S) and CenterCrop(S) arithmetic on PIL images."""
     im = Image.open(path)
     if im.format == "JPEG":
         im.draft("RGB", (2 * S, 2 * S))
-    im = im.convert("RGB")
+    im = im.convert("RGB").convert(mode) if mode == "L" and im.mode in ("P", "RGBA", "CMYK") else im.convert(mode)
     w, h = im.size
     short, long_ = (w, h) if w <= h else (h, w)
     new_long = int(S * long_ / short)
@@ -190,6 +190,18 @@ with tempfile.TemporaryDirectory() as tmp:
             check(diff == 0, f"{split} sample {i} ({rel}): pixels differ from PIL's by up to {diff}")
     print(f"pixels: worst difference from the PIL reference {worst} over "
           f"{len(d1['train'][1]) + len(d1['test'][1])} samples")
+    # Gray (--channels 1): PIL's "L" conversion, the same resize.
+    outg = os.path.join(tmp, "outg")
+    rc, so, se = run(["prepare", "--format", "imagefolder", "--input", root, "--output", outg, "--size", str(S),
+                      "--channels", "1"], timeout=300)
+    check(rc == 0, f"--channels 1 exit {rc}: {se}")
+    dg = read_dataset(outg)
+    check(dg["train"][0].shape[1:] == (S, S, 1), f"--channels 1 shape {dg['train'][0].shape}")
+    worst_g = 0
+    for i, (rel, _) in enumerate(samples_tsv(outg, "train")):
+        ref = reference(os.path.join(root, rel), "L").astype(int)
+        worst_g = max(worst_g, int(np.abs(dg["train"][0][i, :, :, 0].astype(int) - ref).max()))
+    check(worst_g == 0, f"--channels 1: pixels differ from PIL's L conversion by up to {worst_g}")
     a = d1["train"][2][0]
     tr = d1["train"][0].reshape(-1, 3) / 255.0
     check(np.allclose(a["mean"], tr.mean(0), atol=1e-5) and np.allclose(a["std"], tr.std(0), atol=1e-5),

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <string>
 #include <unistd.h>
 
@@ -172,5 +173,31 @@ TEST_CASE("centre crop: the eval loader keeps the centre window, as CenterCrop",
                     normalize_pixel(v, info.mean[ch], 1.0f / info.std[ch]));
           }
     }
+  }
+}
+
+TEST_CASE("loader threads: the same batches on 1 and 4 threads, every augmentation", "[dataset][augment]") {
+  auto ds = make_synthetic_dataset(40, 19, 23, 3, 4, 9, "train");
+  auto batches = [&](int threads, bool resized, int pad, int crop) {
+    LoaderOptions o;
+    o.global_batch = 8;
+    o.seed = 5;
+    o.flip = true;
+    o.crop_padding = pad;
+    o.crop_size = crop;
+    o.resized_crop = resized;
+    o.threads = threads;
+    DataLoader dl(ds, o);
+    dl.start_epoch(2);
+    std::vector<float> all;
+    Batch b;
+    while (dl.next(b)) all.insert(all.end(), b.images.data<float>(), b.images.data<float>() + b.images.numel());
+    return all;
+  };
+  for (auto [resized, pad, crop] : {std::tuple{true, 0, 16}, {false, 2, 0}, {false, 1, 12}}) {
+    INFO("resized " << resized << " pad " << pad << " crop " << crop);
+    auto one = batches(1, resized, pad, crop);
+    REQUIRE(!one.empty());
+    CHECK(one == batches(4, resized, pad, crop));
   }
 }
