@@ -5,7 +5,9 @@
 //
 // Shard files: DIR/<split>-<k:05>-of-<S:05>.h5, each with uint8 /images [N,H,W,C] (NHWC, chunked by
 // whole samples), int32 /labels [N] and the root attributes format, version, split, shard_index,
-// num_shards, num_classes, height, width, channels, class_names, mean, std, source.
+// num_shards, num_classes, height, width, channels, class_names, mean, std, source. Encoded shards
+// (root attribute storage = "encoded") hold uint8 /encoded [B] and int64 /offsets [N+1] instead of
+// /images: sample i is the image file in bytes [offsets[i], offsets[i+1]).
 // Global sample index i runs over the shards in shard order (shard 0's samples first).
 #include <cstdint>
 #include <memory>
@@ -24,6 +26,10 @@ struct DatasetInfo {
   std::vector<std::string> class_names;
   std::vector<float> mean, std;  ///< per channel, of pixel values scaled to [0,1], on the train split
   std::string source;
+  /// Samples stored as the image files' bytes (root attribute storage = "encoded": /encoded and
+  /// /offsets instead of /images), decoded on read to height x width x channels as `prepare` would
+  /// have stored them raw (docs/dataset.md "Your own images").
+  bool encoded = false;
   /// Shards of the split in schema version 1 (HDF5's original format, no metadata checksums): read,
   /// but worth rewriting with `hpctrain prepare` (docs/dataset.md). Not part of the schema comparison.
   std::vector<std::string> version1_shards;

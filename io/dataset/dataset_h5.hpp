@@ -27,15 +27,23 @@ std::string shard_file_name(const std::string& split, int index, int num_shards)
 /// Samples per HDF5 chunk of /images: whole samples, about 64 KiB per chunk.
 int64_t samples_per_chunk(int64_t sample_bytes);
 
+/// The samples of an encoded shard: the image files back to back, and n + 1 offsets (0, ..., bytes.size()).
+struct EncodedSamples {
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> offsets{0};
+};
+
 /// Writes one shard: /images uint8 [n,H,W,C] from `images` (n*H*W*C bytes, NHWC), /labels int32 [n],
 /// and every root attribute of the schema (H/W/C, num_classes, class_names, mean, std, source from
 /// `info`), in schema version kShardFormatVersion. The file is written under a temporary name and
 /// renamed, so a crash never leaves a complete-looking shard. gzip_level 0 = uncompressed (the default
 /// of the schema). Throws UsageError when sizes disagree, RuntimeError naming the file and HDF5's
-/// reason when HDF5 fails (the temporary file is removed).
+/// reason when HDF5 fails (the temporary file is removed). With `encoded` (and `images` empty): the
+/// encoded layout instead, /encoded uint8 [B] (64 KiB chunks) and /offsets int64 [n+1], both with
+/// fletcher32, and the root attribute storage = "encoded" (docs/dataset.md "Your own images").
 void write_dataset_shard(const std::string& path, const DatasetInfo& info, const std::string& split, int shard_index,
                          int num_shards, std::span<const uint8_t> images, std::span<const int32_t> labels,
-                         int gzip_level = 0);
+                         int gzip_level = 0, const EncodedSamples* encoded = nullptr);
 
 /// Writes `split` as num_shards files in dir: shard k holds samples [floor(k*N/S), floor((k+1)*N/S)).
 /// Removes other shards of `split` already in dir first. Returns the paths written. Throws UsageError when num_shards < 1 or > N.

@@ -13,6 +13,7 @@
 
 #include "io/dataset/dataset_h5.hpp"
 #include "io/dataset/dataset_h5_shard.hpp"
+#include "io/dataset/image_decode.hpp"
 #include "io/fletcher32.hpp"
 #include "io/h5_check.hpp"
 #include "base/error.hpp"
@@ -193,6 +194,10 @@ class H5ShardedDataset final : public Dataset {
       order[i] = {indices[i], i};
       labels[i] = labels_[static_cast<size_t>(indices[i])];
     }
+    if (info_.encoded) {
+      for (size_t q = 0; q < n; ++q) read_encoded(indices[q], images.data() + q * sample_);
+      return;
+    }
     std::sort(order.begin(), order.end());
     std::vector<uint8_t> scratch;
     size_t i = 0;
@@ -220,6 +225,32 @@ class H5ShardedDataset final : public Dataset {
   }
 
  private:
+  // An encoded sample: its bytes read through HDF5 (which checks the chunks' fletcher32) under the
+  // HDF5 lock, then decoded, resized and centre-cropped outside it, as `prepare` stores raw samples,
+  // so several loader threads decode at once.
+  void read_encoded(int64_t index, uint8_t* dst) {
+    const size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
+    Shard& s = shards_[k];
+    const int64_t r = index - s.offset;
+    const int64_t b = s.encoded_offsets[static_cast<size_t>(r)], e = s.encoded_offsets[static_cast<size_t>(r) + 1];
+    std::vector<uint8_t> bytes(static_cast<size_t>(e - b));
+    if (e > b) {
+      std::lock_guard<std::recursive_mutex> lock(hdf5_mutex());
+      hsize_t start = static_cast<hsize_t>(b), cnt = static_cast<hsize_t>(e - b);
+      H5Handle ms(HT_H5_CHECK(H5Screate_simple(1, &cnt, nullptr)), H5Sclose);
+      HT_H5_CHECK(H5Sselect_hyperslab(s.fspace, H5S_SELECT_SET, &start, nullptr, &cnt, nullptr));
+      if (H5Dread(s.images, H5T_NATIVE_UINT8, ms, s.fspace, H5P_DEFAULT, bytes.data()) < 0)
+        throw RuntimeError(s.path + ": reading /encoded bytes " + std::to_string(b) + ".." + std::to_string(e - 1) +
+                           " (sample " + std::to_string(r) + ") failed (corrupt file?)");
+    }
+    Image8 img;
+    std::string why;
+    if (!decode_image(bytes, info_.channels, ImageLimits{}, info_.height, img, why))
+      throw RuntimeError(s.path + ": sample " + std::to_string(r) + " of /encoded cannot be decoded: " + why);
+    Image8 out = resize_shorter_center_crop(img, info_.height);
+    std::memcpy(dst, out.pixels.data(), sample_);
+  }
+
   std::vector<Shard> shards_;
   std::vector<int64_t> starts_;
   std::vector<int32_t> labels_;

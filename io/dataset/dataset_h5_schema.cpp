@@ -67,6 +67,47 @@ void check_mean_std(const std::string& path, const DatasetInfo& info) {
   }
 }
 
+// /encoded uint8 [B] and /offsets int64 [N+1] of an encoded shard: their types and storage checked
+// before anything is read, then the offsets read and checked (0 first, B last, never decreasing, no
+// sample over kMaxEncodedBytes), so no read ever goes by an unchecked offset.
+constexpr int64_t kMaxEncodedBytes = int64_t{1} << 30;
+void open_encoded(Shard& s, const std::string& path, int64_t version, int64_t file_size) {
+  if (H5Lexists(s.file, "encoded", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /encoded missing (storage = \"encoded\")");
+  if (H5Lexists(s.file, "offsets", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /offsets missing (storage = \"encoded\")");
+  s.images = H5Handle(H5Dopen2(s.file, "encoded", H5P_DEFAULT), H5Dclose);
+  if (!s.images.valid()) throw UsageError(path + ": dataset /encoded cannot be opened");
+  if (version >= 2) check_checksummed_object(path, "dataset /encoded", s.images);
+  check_integer_dtype(path, "encoded", s.images, 1, H5T_SGN_NONE);
+  s.fspace = H5Handle(H5Dget_space(s.images), H5Sclose);
+  if (!s.fspace.valid()) throw UsageError(path + ": dataset /encoded: shape cannot be read (corrupt file)");
+  std::vector<hsize_t> d = h5_space_dims(s.fspace);
+  if (d.size() != 1) throw UsageError(path + ": dataset /encoded has shape " + dims_str(d) + ", expected [B]");
+  check_storage(path, "encoded", s.images, d, 1, file_size);
+  H5Handle off(H5Dopen2(s.file, "offsets", H5P_DEFAULT), H5Dclose);
+  if (!off.valid()) throw UsageError(path + ": dataset /offsets cannot be opened");
+  if (version >= 2) check_checksummed_object(path, "dataset /offsets", off);
+  check_integer_dtype(path, "offsets", off, 8, H5T_SGN_2);
+  H5Handle ospace(H5Dget_space(off), H5Sclose);
+  if (!ospace.valid()) throw UsageError(path + ": dataset /offsets: shape cannot be read (corrupt file)");
+  std::vector<hsize_t> od = h5_space_dims(ospace);
+  if (od.size() != 1 || od[0] < 1) throw UsageError(path + ": dataset /offsets has shape " + dims_str(od) + ", expected [N+1]");
+  check_storage(path, "offsets", off, od, 8, file_size);  // bounds N by what the file holds
+  s.encoded_offsets.resize(od[0]);
+  if (H5Dread(off, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.encoded_offsets.data()) < 0)
+    throw UsageError(path + ": dataset /offsets cannot be read (truncated or corrupt file)");
+  const auto& o = s.encoded_offsets;
+  if (o.front() != 0) throw UsageError(path + ": dataset /offsets[0] = " + std::to_string(o.front()) + ", expected 0");
+  if (o.back() != static_cast<int64_t>(d[0]))
+    throw UsageError(path + ": dataset /offsets[" + std::to_string(o.size() - 1) + "] = " + std::to_string(o.back()) +
+                     ", expected the " + std::to_string(d[0]) + " bytes of /encoded");
+  for (size_t i = 1; i < o.size(); ++i)
+    if (o[i] < o[i - 1] || o[i] - o[i - 1] > kMaxEncodedBytes)
+      throw UsageError(path + ": dataset /offsets[" + std::to_string(i) + "] = " + std::to_string(o[i]) + " after " +
+                       std::to_string(o[i - 1]) + " (offsets must not decrease; one image at most " +
+                       std::to_string(kMaxEncodedBytes) + " bytes)");
+  s.count = static_cast<int64_t>(o.size()) - 1;
+}
+
 }  // namespace
 
 Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>& labels) {
@@ -137,26 +178,38 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
   check_mean_std(path, info);
   if (!h5_read_attr_string(s.file, "source", info.source)) info.source.clear();
 
-  // /images
-  if (H5Lexists(s.file, "images", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /images missing");
-  H5Handle dapl(HT_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS)), H5Pclose);
-  // A chunk cache big enough for the whole shard's images up to 64 MiB: repeated epochs then copy
-  // from memory instead of re-reading chunks (random access touches every chunk many times).
-  HT_H5_CHECK(H5Pset_chunk_cache(dapl, 12421, 64u << 20, 1.0));
-  s.images = H5Handle(H5Dopen2(s.file, "images", dapl), H5Dclose);
-  if (!s.images.valid()) throw UsageError(path + ": dataset /images cannot be opened");
-  if (version >= 2) check_checksummed_object(path, "dataset /images", s.images);
-  check_integer_dtype(path, "images", s.images, 1, H5T_SGN_NONE);
-  s.fspace = H5Handle(H5Dget_space(s.images), H5Sclose);
-  if (!s.fspace.valid()) throw UsageError(path + ": dataset /images: shape cannot be read (corrupt file)");
-  std::vector<hsize_t> d = h5_space_dims(s.fspace);
-  if (d.size() != 4) throw UsageError(path + ": dataset /images has shape " + dims_str(d) + ", expected [N,H,W,C]");
-  if (static_cast<int64_t>(d[1]) != h || static_cast<int64_t>(d[2]) != w || static_cast<int64_t>(d[3]) != c)
-    throw UsageError(path + ": dataset /images has shape " + dims_str(d) + " but the attributes say height=" +
-                     std::to_string(h) + " width=" + std::to_string(w) + " channels=" + std::to_string(c));
-  if (h < 1 || w < 1 || c < 1) throw UsageError(path + ": dataset /images has empty sample shape " + dims_str(d));
-  s.count = static_cast<int64_t>(d[0]);
-  check_storage(path, "images", s.images, d, 1, st.st_size);
+  std::string storage = "raw";
+  if (h5_attr_exists(s.file, "storage") && (!h5_read_attr_string(s.file, "storage", storage) ||
+                                             (storage != "raw" && storage != "encoded")))
+    throw UsageError(path + ": root attribute storage = \"" + storage + "\", expected \"raw\" or \"encoded\"");
+  info.encoded = storage == "encoded";
+  if (info.encoded && h != w)
+    throw UsageError(path + ": storage = \"encoded\" with height = " + std::to_string(h) + " and width = " + std::to_string(w) +
+                     ": encoded images are decoded to a square (height = width)");
+  if (info.encoded) {
+    open_encoded(s, path, version, st.st_size);
+  } else {
+    // /images
+    if (H5Lexists(s.file, "images", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /images missing");
+    H5Handle dapl(HT_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS)), H5Pclose);
+    // A chunk cache big enough for the whole shard's images up to 64 MiB: repeated epochs then copy
+    // from memory instead of re-reading chunks (random access touches every chunk many times).
+    HT_H5_CHECK(H5Pset_chunk_cache(dapl, 12421, 64u << 20, 1.0));
+    s.images = H5Handle(H5Dopen2(s.file, "images", dapl), H5Dclose);
+    if (!s.images.valid()) throw UsageError(path + ": dataset /images cannot be opened");
+    if (version >= 2) check_checksummed_object(path, "dataset /images", s.images);
+    check_integer_dtype(path, "images", s.images, 1, H5T_SGN_NONE);
+    s.fspace = H5Handle(H5Dget_space(s.images), H5Sclose);
+    if (!s.fspace.valid()) throw UsageError(path + ": dataset /images: shape cannot be read (corrupt file)");
+    std::vector<hsize_t> d = h5_space_dims(s.fspace);
+    if (d.size() != 4) throw UsageError(path + ": dataset /images has shape " + dims_str(d) + ", expected [N,H,W,C]");
+    if (static_cast<int64_t>(d[1]) != h || static_cast<int64_t>(d[2]) != w || static_cast<int64_t>(d[3]) != c)
+      throw UsageError(path + ": dataset /images has shape " + dims_str(d) + " but the attributes say height=" +
+                       std::to_string(h) + " width=" + std::to_string(w) + " channels=" + std::to_string(c));
+    if (h < 1 || w < 1 || c < 1) throw UsageError(path + ": dataset /images has empty sample shape " + dims_str(d));
+    s.count = static_cast<int64_t>(d[0]);
+    check_storage(path, "images", s.images, d, 1, st.st_size);
+  }
 
   // /labels
   if (H5Lexists(s.file, "labels", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /labels missing");
@@ -169,7 +222,7 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
   std::vector<hsize_t> ld = h5_space_dims(lspace);
   if (ld.size() != 1) throw UsageError(path + ": dataset /labels has shape " + dims_str(ld) + ", expected [N]");
   if (static_cast<int64_t>(ld[0]) != s.count)
-    throw UsageError(path + ": dataset /images has " + std::to_string(s.count) + " samples but /labels has " +
+    throw UsageError(path + ": dataset " + (info.encoded ? "/offsets has entries for " : "/images has ") + std::to_string(s.count) + " samples but /labels has " +
                      std::to_string(ld[0]) + " (lengths must match)");
   check_storage(path, "labels", lab, ld, 4, st.st_size);
   size_t base = labels.size();
@@ -183,17 +236,17 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
                        ", outside [0, num_classes=" + std::to_string(nc) + ")");
   }
   // Touch the first and last sample so a file cut inside the raw data fails here, not mid-training.
-  if (s.count > 0) {
+  if (s.count > 0 && !info.encoded) {
     std::vector<uint8_t> buf(static_cast<size_t>(h * w * c));
     for (int64_t r : {int64_t{0}, s.count - 1}) {
-      hsize_t start[4] = {static_cast<hsize_t>(r), 0, 0, 0}, cnt[4] = {1, d[1], d[2], d[3]};
+      hsize_t start[4] = {static_cast<hsize_t>(r), 0, 0, 0}, cnt[4] = {1, static_cast<hsize_t>(h), static_cast<hsize_t>(w), static_cast<hsize_t>(c)};
       H5Handle ms(HT_H5_CHECK(H5Screate_simple(4, cnt, nullptr)), H5Sclose);
       HT_H5_CHECK(H5Sselect_hyperslab(s.fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr));
       if (H5Dread(s.images, H5T_NATIVE_UINT8, ms, s.fspace, H5P_DEFAULT, buf.data()) < 0)
         throw UsageError(path + ": dataset /images row " + std::to_string(r) + " cannot be read (truncated or corrupt file)");
     }
   }
-  if (!getenv("HT_DATASET_HDF5_READS")) map_chunks(s, h * w * c, static_cast<int64_t>(st.st_size));
+  if (!getenv("HT_DATASET_HDF5_READS") && !info.encoded) map_chunks(s, h * w * c, static_cast<int64_t>(st.st_size));
   return s;
 }
 
@@ -222,6 +275,7 @@ void check_same_schema(const std::string& path, const DatasetInfo& info, const s
   if (info.class_names != first_info.class_names) check_same(p, f, "class_names", "(different list)", "(another list)");
   check_same(p, f, "mean", floats_str(info.mean), floats_str(first_info.mean));
   check_same(p, f, "std", floats_str(info.std), floats_str(first_info.std));
+  check_same(p, f, "storage", info.encoded ? "encoded" : "raw", first_info.encoded ? "encoded" : "raw");
 }
 
 }  // namespace ht::dataset_h5

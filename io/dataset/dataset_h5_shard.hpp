@@ -34,8 +34,9 @@ struct Fd {
 /// the map for direct reads.
 struct Shard {
   std::string path;
-  H5Handle file, images, fspace;
+  H5Handle file, images, fspace;  ///< /images, or /encoded for an encoded shard
   int64_t count = 0, offset = 0;
+  std::vector<int64_t> encoded_offsets;  ///< encoded shards: count + 1 validated byte offsets into /encoded
   // Direct access: for uncompressed /images, the file address of every chunk (per_chunk samples
   // each; one "chunk" for a contiguous layout). Samples are then read with pread() (as fast as the
   // HDF5 chunk cache here, and thread-safe) without hdf5_mutex, so a checkpoint being written never

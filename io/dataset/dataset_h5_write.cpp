@@ -79,10 +79,28 @@ void write_attr_floats(hid_t obj, const char* name, const std::vector<float>& v)
   h5(H5Awrite(a, H5T_NATIVE_FLOAT, v.data()), std::string("write attribute ") + name);
 }
 
-// The shard's HDF5 objects in the file `tmp` (see write_dataset_shard). Throws H5Fail.
+// A 1-D dataset `name` of n elements of `type` from `data`, chunked (chunk_elems) with fletcher32
+// (and deflate at gzip_level > 0) when not empty.
+void write_1d(hid_t file, const char* name, hid_t file_type, hid_t mem_type, hsize_t n, hsize_t chunk_elems,
+              const void* data, int gzip_level) {
+  H5Handle space(h5(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
+  H5Handle dcpl(h5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"), H5Pclose);
+  if (n > 0) {
+    hsize_t chunk = std::min<hsize_t>(n, chunk_elems);
+    h5(H5Pset_chunk(dcpl, 1, &chunk), "H5Pset_chunk");
+    if (gzip_level > 0) h5(H5Pset_deflate(dcpl, static_cast<unsigned>(gzip_level)), "H5Pset_deflate");
+    h5(H5Pset_fletcher32(dcpl), "H5Pset_fletcher32");
+  }
+  H5Handle d(h5(H5Dcreate2(file, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), std::string("create /") + name),
+             H5Dclose);
+  if (n > 0) h5(H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), std::string("write /") + name);
+}
+
+// The shard's HDF5 objects in the file `tmp` (see write_dataset_shard); `encoded` non-null: the
+// encoded layout (/encoded, /offsets) instead of /images. Throws H5Fail.
 void write_shard_objects(const std::string& tmp, const DatasetInfo& info, const std::string& split, int shard_index,
                          int num_shards, std::span<const uint8_t> images, std::span<const int32_t> labels,
-                         int gzip_level) {
+                         int gzip_level, const EncodedSamples* encoded = nullptr) {
   const int64_t n = static_cast<int64_t>(labels.size());
   const int64_t sample = static_cast<int64_t>(info.height) * info.width * info.channels;
   H5Handle fapl(h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
@@ -91,6 +109,10 @@ void write_shard_objects(const std::string& tmp, const DatasetInfo& info, const 
   // HDF5 1.10 whichever newer library writes it.
   h5(H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110), "H5Pset_libver_bounds");
   H5Handle file(h5(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "create file"), H5Fclose);
+  if (encoded) {  // the image files' bytes, 64 KiB chunks; offsets of each sample's first byte, and the end
+    write_1d(file, "encoded", H5T_STD_U8LE, H5T_NATIVE_UINT8, encoded->bytes.size(), 64 * 1024, encoded->bytes.data(), gzip_level);
+    write_1d(file, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, encoded->offsets.size(), 16384, encoded->offsets.data(), 0);
+  }
   // /images uint8 [n,H,W,C], chunks of whole samples.
   hsize_t dims[4] = {static_cast<hsize_t>(n), static_cast<hsize_t>(info.height), static_cast<hsize_t>(info.width),
                      static_cast<hsize_t>(info.channels)};
@@ -105,9 +127,12 @@ void write_shard_objects(const std::string& tmp, const DatasetInfo& info, const 
     // not a silently different sample. The reader verifies it on both of its paths.
     h5(H5Pset_fletcher32(dcpl), "H5Pset_fletcher32");
   }
-  H5Handle img(h5(H5Dcreate2(file, "images", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), "create /images"),
-               H5Dclose);
-  if (n > 0) h5(H5Dwrite(img, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, images.data()), "write /images");
+  H5Handle img;
+  if (!encoded) {
+    img = H5Handle(h5(H5Dcreate2(file, "images", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), "create /images"),
+                   H5Dclose);
+    if (n > 0) h5(H5Dwrite(img, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, images.data()), "write /images");
+  }
   // /labels int32 [n]
   hsize_t ln = static_cast<hsize_t>(n);
   H5Handle lspace(h5(H5Screate_simple(1, &ln, nullptr), "H5Screate_simple"), H5Sclose);
@@ -133,6 +158,7 @@ void write_shard_objects(const std::string& tmp, const DatasetInfo& info, const 
   write_attr_floats(file, "mean", info.mean);
   write_attr_floats(file, "std", info.std);
   write_attr_string(file, "source", info.source);
+  if (encoded) write_attr_string(file, "storage", "encoded");
   lab.reset();
   img.reset();
   h5(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush");
@@ -184,10 +210,14 @@ void set_shard_statistics(const std::string& path, const std::vector<float>& mea
 
 void write_dataset_shard(const std::string& path, const DatasetInfo& info, const std::string& split, int shard_index,
                          int num_shards, std::span<const uint8_t> images, std::span<const int32_t> labels,
-                         int gzip_level) {
+                         int gzip_level, const EncodedSamples* encoded) {
   const int64_t n = static_cast<int64_t>(labels.size());
   const int64_t sample = static_cast<int64_t>(info.height) * info.width * info.channels;
-  if (sample <= 0 || static_cast<int64_t>(images.size()) != n * sample)
+  if (encoded && (static_cast<int64_t>(encoded->offsets.size()) != n + 1 || encoded->offsets.front() != 0 ||
+                  encoded->offsets.back() != static_cast<int64_t>(encoded->bytes.size()) || !images.empty()))
+    throw UsageError(path + ": " + std::to_string(encoded->offsets.size()) + " offsets for " + std::to_string(n) +
+                     " encoded samples of " + std::to_string(encoded->bytes.size()) + " bytes");
+  if (!encoded && (sample <= 0 || static_cast<int64_t>(images.size()) != n * sample))
     throw UsageError(path + ": " + std::to_string(images.size()) + " image bytes for " + std::to_string(n) +
                      " labels of " + std::to_string(info.height) + "x" + std::to_string(info.width) + "x" +
                      std::to_string(info.channels));
@@ -197,7 +227,7 @@ void write_dataset_shard(const std::string& path, const DatasetInfo& info, const
   const std::string tmp = path + ".tmp";
   try {
     H5Section section;  // the HDF5 lock, HDF5's own error printing off (the error names the reason)
-    write_shard_objects(tmp, info, split, shard_index, num_shards, images, labels, gzip_level);
+    write_shard_objects(tmp, info, split, shard_index, num_shards, images, labels, gzip_level, encoded);
   } catch (const H5Fail& e) {
     std::error_code ignored;
     fs::remove(tmp, ignored);

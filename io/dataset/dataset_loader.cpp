@@ -189,9 +189,12 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   out.step = step;
   out.epoch = epoch;
   const int64_t n = static_cast<int64_t>(out.indices.size());
-  std::vector<uint8_t> raw(static_cast<size_t>(n) * sample);
+  // Raw samples: one read for the batch (runs of neighbours become one read). Encoded samples: each
+  // read (and decoded) by the thread that crops it, so decoding spreads over the threads.
+  const bool per_sample = info.encoded;
+  std::vector<uint8_t> raw(per_sample ? 0 : static_cast<size_t>(n) * sample);
   out.labels = Tensor::empty({n}, DType::i32);
-  ds_->read(out.indices, raw, out.labels.span<int32_t>());
+  if (!per_sample) ds_->read(out.indices, raw, out.labels.span<int32_t>());
   out.images = opt_.layout == Layout::NCHW ? Tensor::empty({n, C, Ho, Wo}, DType::f32)
                                            : Tensor::empty({n, Ho, Wo, C}, DType::f32);
   float* dst = out.images.data<float>();
@@ -205,8 +208,13 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   const int pad = opt_.train ? opt_.crop_padding : 0;
   const bool shift_flip = opt_.train && (pad > 0 || (opt_.flip && !resized));
   // Sample i: crop (random resized, or centre), then crop-with-padding and flip, then normalise.
-  auto one = [&](int64_t i, std::vector<uint8_t>& a, std::vector<uint8_t>& b) {
+  auto one = [&](int64_t i, std::vector<uint8_t>& a, std::vector<uint8_t>& b, std::vector<uint8_t>& r) {
     const uint8_t* src = raw.data() + static_cast<size_t>(i) * sample;
+    if (per_sample) {
+      ds_->read(std::span<const int64_t>(&out.indices[static_cast<size_t>(i)], 1), r,
+                out.labels.span<int32_t>().subspan(static_cast<size_t>(i), 1));
+      src = r.data();
+    }
     if (resized) {
       const CropBox box = resized_crop_box(opt_.seed, epoch, out.indices[static_cast<size_t>(i)], H, W,
                                            opt_.resized_crop_min_scale);
@@ -246,9 +254,9 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   std::exception_ptr error;
   std::mutex error_m;
   auto work = [&] {
-    std::vector<uint8_t> a(out_sample), b(out_sample);
+    std::vector<uint8_t> a(out_sample), b(out_sample), r(per_sample ? sample : 0);
     try {
-      for (int64_t i = next++; i < n; i = next++) one(i, a, b);
+      for (int64_t i = next++; i < n; i = next++) one(i, a, b, r);
     } catch (...) {
       std::lock_guard<std::mutex> lk(error_m);
       error = std::current_exception();

@@ -257,4 +257,38 @@ Image8 resize_shorter_center_crop(const Image8& in, int size) {
   return out;
 }
 
+Image8 fit_longer_side(const Image8& in, int max_side) {
+  const int longer = std::max(in.width, in.height);
+  if (longer <= max_side) return in;
+  auto scaled = [&](int v) { return std::max(1, static_cast<int>(std::lround(static_cast<double>(v) * max_side / longer))); };
+  const int w = in.width >= in.height ? max_side : scaled(in.width);
+  const int h = in.width >= in.height ? scaled(in.height) : max_side;
+  Image8 out;
+  out.width = w;
+  out.height = h;
+  out.channels = in.channels;
+  out.pixels.resize(static_cast<size_t>(w) * h * in.channels);
+  resample_bilinear(in.pixels.data(), in.width, in.width, in.height, in.channels, w, h, 0, 0, w, h, out.pixels.data());
+  return out;
+}
+
+std::vector<uint8_t> encode_jpeg(const Image8& img, int quality) {
+  tjhandle h = tjInitCompress();
+  if (!h) throw std::runtime_error("cannot start the JPEG encoder");
+  struct Closer {
+    tjhandle h;
+    unsigned char* buf = nullptr;
+    ~Closer() {
+      if (buf) tjFree(buf);
+      tjDestroy(h);
+    }
+  } c{h};
+  unsigned long size = 0;
+  const bool gray = img.channels == 1;
+  if (tjCompress2(h, img.pixels.data(), img.width, img.width * img.channels, img.height, gray ? TJPF_GRAY : TJPF_RGB,
+                  &c.buf, &size, gray ? TJSAMP_GRAY : TJSAMP_420, quality, 0) != 0)
+    throw std::runtime_error(std::string("JPEG encoding failed: ") + tjGetErrorStr2(h));
+  return std::vector<uint8_t>(c.buf, c.buf + size);
+}
+
 }  // namespace ht

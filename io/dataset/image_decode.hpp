@@ -46,4 +46,12 @@ bool decode_image(std::span<const uint8_t> bytes, int channels, const ImageLimit
 /// the cropped pixels are computed. Throws std::invalid_argument for size < 1 or an empty image.
 Image8 resize_shorter_center_crop(const Image8& in, int size);
 
+/// The image scaled (PIL's bilinear) so that its longer side is max_side (the shorter one
+/// round(short * max_side / long), at least 1); unchanged when it already fits.
+Image8 fit_longer_side(const Image8& in, int max_side);
+
+/// JPEG bytes of `img` (1 or 3 channels) at `quality` (4:2:0 for RGB) through TurboJPEG. Throws
+/// std::runtime_error with TurboJPEG's reason on failure.
+std::vector<uint8_t> encode_jpeg(const Image8& img, int quality);
+
 }  // namespace ht

@@ -178,6 +178,7 @@ ConvertedShard convert_image_files(std::span<const ImageFile> files, const Image
   const size_t n = files.size();
   const size_t sample = static_cast<size_t>(opt.size) * opt.size * opt.channels;
   std::vector<uint8_t> slots(n * sample);
+  std::vector<std::vector<uint8_t>> stored(opt.encoded ? n : 0);
   std::vector<std::string> reasons(n);
   std::vector<char> ok(n, 0);
   std::atomic<size_t> next{0};
@@ -186,11 +187,23 @@ ConvertedShard convert_image_files(std::span<const ImageFile> files, const Image
     for (size_t i = next++; i < n; i = next++) {
       Image8 img;
       std::string why;
-      if (!read_file_bytes(files[i].path, opt.max_file_bytes, bytes, why) ||
-          !decode_image(bytes, opt.channels, opt.limits, opt.size, img, why)) {
+      if (!read_file_bytes(files[i].path, opt.max_file_bytes, bytes, why)) {
         reasons[i] = why;
         continue;
       }
+      if (opt.encoded && opt.max_side > 0) {  // too large: the file, scaled to max_side, as JPEG
+        Image8 full;
+        if (!decode_image(bytes, opt.channels, opt.limits, 0, full, why)) {
+          reasons[i] = why;
+          continue;
+        }
+        if (std::max(full.width, full.height) > opt.max_side) bytes = encode_jpeg(fit_longer_side(full, opt.max_side), 90);
+      }
+      if (!decode_image(bytes, opt.channels, opt.limits, opt.size, img, why)) {
+        reasons[i] = why;
+        continue;
+      }
+      if (opt.encoded) stored[i] = bytes;
       Image8 out = resize_shorter_center_crop(img, opt.size);
       std::memcpy(&slots[i * sample], out.pixels.data(), sample);
       ok[i] = 1;
@@ -218,8 +231,12 @@ ConvertedShard convert_image_files(std::span<const ImageFile> files, const Image
     if (r.kept.size() != i) std::memmove(&slots[r.kept.size() * sample], p, sample);
     r.kept.push_back(files[i].rel);
     r.labels.push_back(files[i].label);
+    if (opt.encoded) {
+      r.encoded.bytes.insert(r.encoded.bytes.end(), stored[i].begin(), stored[i].end());
+      r.encoded.offsets.push_back(static_cast<int64_t>(r.encoded.bytes.size()));
+    }
   }
-  slots.resize(r.kept.size() * sample);
+  slots.resize(opt.encoded ? 0 : r.kept.size() * sample);
   r.images = std::move(slots);
   return r;
 }

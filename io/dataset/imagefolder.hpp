@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/dataset/dataset_h5.hpp"
 #include "io/dataset/image_decode.hpp"
 
 namespace ht {
@@ -47,13 +48,16 @@ struct ImageConvertOptions {
   int size = 256;      ///< stored images are size x size (shorter side resized, centre crop)
   int channels = 3;    ///< 3 = RGB, 1 = gray
   int threads = 1;     ///< decoding threads of this rank
+  bool encoded = false;  ///< keep each file's bytes (the loader decodes them) instead of raw pixels
+  int max_side = 0;      ///< encoded: files whose longer side exceeds it are stored re-encoded (JPEG q90) at it; 0: originals
   int64_t max_file_bytes = int64_t{1} << 30;
   ImageLimits limits;
 };
 
 /// The converted samples of one shard (its files in order, the bad ones left out).
 struct ConvertedShard {
-  std::vector<uint8_t> images;  ///< kept x size x size x channels, NHWC
+  std::vector<uint8_t> images;  ///< kept x size x size x channels, NHWC (raw storage)
+  EncodedSamples encoded;       ///< the kept files' bytes (encoded storage)
   std::vector<int32_t> labels;
   std::vector<std::string> kept;  ///< rel of each kept sample
   std::vector<std::pair<std::string, std::string>> skipped;  ///< rel, reason
@@ -64,7 +68,8 @@ struct ConvertedShard {
 
 /// Reads, decodes, resizes and crops `files` on opt.threads threads. A file that cannot be read or
 /// decoded is skipped with its reason (never an exception); the order of the kept samples is the
-/// order of `files`, whatever the threads do.
+/// order of `files`, whatever the threads do. Encoded: the statistics are those of the stored bytes
+/// decoded as the loader will decode them (re-encoded files included).
 ConvertedShard convert_image_files(std::span<const ImageFile> files, const ImageConvertOptions& opt);
 
 }  // namespace ht

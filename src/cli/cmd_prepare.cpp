@@ -38,6 +38,8 @@ int cmd_prepare(const Args& args) {
       .option("seed", &img.seed, "N", "imagefolder: seed of the --val-fraction split")
       .option("threads", &img.threads, "T", "imagefolder: decoding threads per rank (0: cores / ranks on the host)")
       .option("max-pixels", &img.max_pixels, "P", "imagefolder: images declaring more pixels are skipped")
+      .option("storage", &img.storage, "KIND", "imagefolder: raw (pixels) or encoded (the files' bytes, decoded when training)")
+      .option("max-side", &img.max_side, "M", "imagefolder, encoded: files with a longer side above M stored re-encoded at M (0: originals)")
       .flag("strict", &img.strict, "imagefolder: a file that cannot be decoded is an error (exit 2), not skipped");
   if (!cl.parse(args)) return kExitOk;
   if (opt.format.empty() || opt.input.empty() || opt.output.empty()) cl.fail("--format, --input and --output are required");
@@ -50,7 +52,7 @@ int cmd_prepare(const Args& args) {
     prepare_image_folder(img);
     return kExitOk;
   }
-  for (const char* o : {"size", "channels", "val-fraction", "seed", "threads", "max-pixels", "strict"})
+  for (const char* o : {"size", "channels", "val-fraction", "seed", "threads", "max-pixels", "strict", "storage", "max-side"})
     if (cl.given(o)) cl.fail(std::string("--") + o + " applies to --format imagefolder only");
   opt.shards = cl.given("shards") ? img.shards : 1;
   opt.test_shards = cl.given("test-shards") ? img.test_shards : 1;

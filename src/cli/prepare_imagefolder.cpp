@@ -121,6 +121,12 @@ void check_options(const ImageFolderPrepareOptions& o) {
   if (o.threads < 0) throw UsageError("--threads " + std::to_string(o.threads) + ": must be >= 0 (0: automatic)");
   if (o.gzip < 0 || o.gzip > 9) throw UsageError("--gzip " + std::to_string(o.gzip) + ": must be in [0, 9]");
   if (o.max_pixels < 1) throw UsageError("--max-pixels " + std::to_string(o.max_pixels) + ": must be >= 1");
+  if (o.storage != "raw" && o.storage != "encoded") throw UsageError("--storage '" + o.storage + "': expected raw or encoded");
+  if (o.max_side < 0 || (o.max_side > 0 && o.storage != "encoded"))
+    throw UsageError("--max-side " + std::to_string(o.max_side) + ": applies to --storage encoded only, and must be >= 0");
+  if (o.max_side > 0 && o.max_side < o.size)
+    throw UsageError("--max-side " + std::to_string(o.max_side) + ": below --size " + std::to_string(o.size) +
+                     " (the loader would upscale every large image)");
   if (o.output.empty() || o.input.empty()) throw UsageError("--input and --output are required");
 }
 
@@ -156,9 +162,9 @@ void prepare_image_folder(const ImageFolderPrepareOptions& o) {
   }
   // The plan's identity: the files, their labels and everything that changes a shard's bytes.
   const std::string plan_id = hex64(fnv1a(std::string(bytes.begin(), bytes.end()) +
-                                          strf("|size %d|channels %d|gzip %d|max_pixels %lld|shards %d/%d", o.size,
-                                               o.channels, o.gzip, static_cast<long long>(o.max_pixels),
-                                               jobs.front().count, jobs.back().count)));
+                                          strf("|size %d|channels %d|gzip %d|max_pixels %lld|shards %d/%d|storage %s|max_side %d",
+                                               o.size, o.channels, o.gzip, static_cast<long long>(o.max_pixels),
+                                               jobs.front().count, jobs.back().count, o.storage.c_str(), o.max_side)));
   const size_t total_files = plan.train.size() + plan.test.size();
 
   // 2. Done already? Otherwise clear what belongs to another plan.
@@ -193,6 +199,8 @@ void prepare_image_folder(const ImageFolderPrepareOptions& o) {
   copt.size = o.size;
   copt.channels = o.channels;
   copt.limits.max_pixels = o.max_pixels;
+  copt.encoded = o.storage == "encoded";
+  copt.max_side = o.max_side;
   copt.threads = o.threads > 0 ? o.threads
                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, d.local_size));
   DatasetInfo info;
@@ -203,7 +211,9 @@ void prepare_image_folder(const ImageFolderPrepareOptions& o) {
   info.mean.assign(static_cast<size_t>(o.channels), 0.f);  // set when every shard is converted
   info.std.assign(static_cast<size_t>(o.channels), 1.f);
   info.source = "ImageFolder " + o.input + " (" + plan.layout + "), shorter side resized to " + std::to_string(o.size) +
-                ", centre crop, raw uint8";
+                ", centre crop, " +
+                (copt.encoded ? "stored encoded" + (o.max_side > 0 ? strf(" (re-encoded above %d pixels)", o.max_side) : std::string())
+                              : std::string("raw uint8"));
   log_info(strf("prepare: %zu classes, %zu train and %zu test files, %d + %d shards, %d ranks x %d decoding threads",
                 plan.classes.size(), plan.train.size(), plan.test.size(), jobs.front().count, jobs.back().count,
                 d.world_size, copt.threads));
@@ -231,7 +241,8 @@ void prepare_image_folder(const ImageFolderPrepareOptions& o) {
       if (o.strict && !c.skipped.empty())
         throw UsageError(fs::path(o.input).append(c.skipped.front().first).string() + ": " + c.skipped.front().second +
                          " (--strict: no file is skipped)");
-      write_dataset_shard(staged.string(), info, job.split, job.index, job.count, c.images, c.labels, o.gzip);
+      write_dataset_shard(staged.string(), info, job.split, job.index, job.count, c.images, c.labels, o.gzip,
+                          copt.encoded ? &c.encoded : nullptr);
       json s = {{"plan", plan_id}, {"split", job.split}, {"shard", job.index}, {"files", {job.begin, job.end}},
                 {"sum", c.sum}, {"sum_sq", c.sum_sq}, {"samples", json::array()}, {"skipped", json::array()}};
       for (size_t i = 0; i < c.kept.size(); ++i) s["samples"].push_back({c.kept[i], c.labels[i]});
@@ -294,7 +305,7 @@ void prepare_image_folder(const ImageFolderPrepareOptions& o) {
   std::string classes_txt, skipped_tsv = "split\tfile\treason\n";
   for (size_t c = 0; c < plan.classes.size(); ++c) classes_txt += std::to_string(c) + "\t" + plan.classes[c] + "\n";
   json manifest = {{"format", "imagefolder"}, {"plan", plan_id}, {"input", o.input}, {"layout", plan.layout},
-                   {"size", o.size}, {"channels", o.channels}, {"storage", "raw"}, {"classes", plan.classes},
+                   {"size", o.size}, {"channels", o.channels}, {"storage", o.storage}, {"max_side", o.max_side}, {"classes", plan.classes},
                    {"mean", mean}, {"std", stdev}, {"splits", json::object()}};
   int64_t skipped_total = 0;
   for (const char* split : {"train", "test"}) {

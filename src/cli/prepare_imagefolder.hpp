@@ -16,6 +16,8 @@ struct ImageFolderPrepareOptions {
   int test_shards = 0;       ///< test shards; 0: as for train
   int threads = 0;           ///< decoding threads per rank; 0: this host's cores / ranks on it
   int gzip = 0;
+  std::string storage = "raw";  ///< "raw" (pixels) or "encoded" (the files' bytes, decoded by the loader)
+  int max_side = 0;             ///< encoded: longer sides above it are re-encoded (JPEG q90) at it; 0: originals
   int64_t max_pixels = 100'000'000;
   bool strict = false;       ///< a bad file is an error (exit 2) instead of skipped and listed
 };

@@ -210,6 +210,57 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, so, se = run(["inspect", out1])
     check(rc == 0 and "valid" in so and "48x48x3" in so, f"inspect exit {rc}: {so} {se}")
 
+    # 1b. Encoded storage: each sample is its file's bytes; decoded by the loader to the raw pixels
+    # exactly, so the statistics and a training run on it are bitwise those of raw storage.
+    oute = os.path.join(tmp, "oute")
+    rc, so, se = run(["prepare", "--format", "imagefolder", "--input", root, "--output", oute, "--size", str(S),
+                      "--shards", "3", "--test-shards", "2", "--storage", "encoded"], timeout=300)
+    check(rc == 0, f"--storage encoded exit {rc}: {se}")
+    blobs = []
+    for k in range(3):
+        with h5py.File(os.path.join(oute, f"train-{k:05d}-of-00003.h5"), "r") as f:
+            check(f.attrs["storage"] == b"encoded" and "images" not in f, f"encoded shard {k}: layout {list(f)}")
+            enc, off = f["encoded"][:], f["offsets"][:]
+            blobs += [enc[off[i]:off[i + 1]].tobytes() for i in range(len(off) - 1)]
+            check(list(f.attrs["mean"]) == list(d1["train"][2][0]["mean"]), f"encoded shard {k}: mean/std differ from raw")
+    rels = [r for r, _ in samples_tsv(oute, "train")]
+    check(len(blobs) == len(rels) and all(b == open(os.path.join(root, r), "rb").read() for b, r in zip(blobs, rels)),
+          "encoded samples are the original files' bytes")
+    rc, so, se = run(["inspect", "--validate", oute])
+    check(rc == 0 and "valid" in so, f"inspect --validate of encoded shards: {rc} {so} {se}")
+    train = ["train", "--model.name", "mlp", "--train.global_batch", "8", "--train.max_steps", "3", "--train.device",
+             "cpu", "--train.epochs", "0", "--data.flip", "true", "--data.crop_size", "40", "--data.random_resized_crop",
+             "true", "--data.loader_threads", "2", "--train.log_every_steps", "1"]
+    losses = {}
+    for name, d in (("raw", out1), ("encoded", oute)):
+        rd = os.path.join(tmp, "run_" + name)
+        rc, so, se = run(train + ["--data.dir", d, "--run.dir", rd], timeout=300)
+        check(rc == 0, f"training on {name} shards exit {rc}: {se[-500:]}")
+        losses[name] = [(j["step"], j["loss"]) for j in map(json.loads, open(os.path.join(rd, "metrics.jsonl")))
+                        if j.get("event") == "step"]
+    check(losses["raw"] and losses["raw"] == losses["encoded"],
+          f"losses on encoded shards bitwise those on raw shards: {losses}")
+    # --max-side: larger files stored re-encoded at that side (JPEG), smaller ones as they are.
+    outm = os.path.join(tmp, "outm")
+    rc, so, se = run(["prepare", "--format", "imagefolder", "--input", root, "--output", outm, "--size", str(S),
+                      "--storage", "encoded", "--max-side", "64"], timeout=300)
+    check(rc == 0, f"--max-side exit {rc}: {se}")
+    with h5py.File(os.path.join(outm, "train-00000-of-00001.h5"), "r") as f:
+        enc, off = f["encoded"][:], f["offsets"][:]
+    sizes = {r: Image.open(io.BytesIO(enc[off[i]:off[i + 1]].tobytes())).size
+             for i, (r, _) in enumerate(samples_tsv(outm, "train"))}
+    check(sizes["train/cat/b_large.jpg"] == (64, 48) and sizes["train/cat/a_small.jpg"] == (20, 20),
+          f"--max-side 64: {sizes['train/cat/b_large.jpg']}, {sizes['train/cat/a_small.jpg']}")
+    # A shard whose /offsets point outside /encoded: refused before any read, naming the dataset.
+    bad_enc = os.path.join(tmp, "bad_enc")
+    shutil.copytree(oute, bad_enc)
+    with h5py.File(os.path.join(bad_enc, "train-00001-of-00003.h5"), "r+") as f:
+        o = f["offsets"][:]
+        o[2] = 1 << 40
+        f["offsets"][:] = o
+    rc, so, se = run(["inspect", "--validate", bad_enc])
+    check(rc == 2 and "/offsets" in so + se, f"bad /offsets: exit {rc}: {so} {se}")
+
     # 2. Two ranks: the same dataset, byte for byte in every array and attribute.
     out2 = os.path.join(tmp, "out2")
     rc, so, se = run(["prepare", "--format", "imagefolder", "--input", root, "--output", out2, "--size", str(S),
