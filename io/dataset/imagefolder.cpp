@@ -224,9 +224,15 @@ ConvertedShard convert_image_files(std::span<const ImageFile> files, const Image
       continue;
     }
     const uint8_t* p = &slots[i * sample];
-    for (size_t k = 0; k < sample; ++k) {
-      r.sum[k % opt.channels] += p[k];
-      r.sum_sq[k % opt.channels] += static_cast<uint64_t>(p[k]) * p[k];
+    for (int c = 0; c < opt.channels; ++c) {  // per channel, 32-bit partial sums (an image is < 2^24 pixels)
+      uint32_t s1 = 0;
+      uint64_t s2 = 0;
+      for (size_t k = static_cast<size_t>(c); k < sample; k += static_cast<size_t>(opt.channels)) {
+        s1 += p[k];
+        s2 += static_cast<uint32_t>(p[k]) * p[k];
+      }
+      r.sum[static_cast<size_t>(c)] += s1;
+      r.sum_sq[static_cast<size_t>(c)] += s2;
     }
     if (r.kept.size() != i) std::memmove(&slots[r.kept.size() * sample], p, sample);
     r.kept.push_back(files[i].rel);
