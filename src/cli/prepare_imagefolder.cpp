@@ -303,7 +303,7 @@ void prepare_image_folder(const ImageFolderPrepareOptions& o) {
 
   // 6. The listings and the manifest (last: its presence means the dataset is complete).
   std::string classes_txt, skipped_tsv = "split\tfile\treason\n";
-  for (size_t c = 0; c < plan.classes.size(); ++c) classes_txt += std::to_string(c) + "\t" + plan.classes[c] + "\n";
+  for (size_t c = 0; c < plan.classes.size(); ++c) classes_txt += std::to_string(c) + "\t" + tsv_field(plan.classes[c]) + "\n";
   json manifest = {{"format", "imagefolder"}, {"plan", plan_id}, {"input", o.input}, {"layout", plan.layout},
                    {"size", o.size}, {"channels", o.channels}, {"storage", o.storage}, {"max_side", o.max_side}, {"classes", plan.classes},
                    {"mean", mean}, {"std", stdev}, {"splits", json::object()}};
