@@ -209,12 +209,12 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   const bool shift_flip = opt_.train && (pad > 0 || (opt_.flip && !resized));
   // Sample i: crop (random resized, or centre), then crop-with-padding and flip, then normalise.
   auto one = [&](int64_t i, std::vector<uint8_t>& a, std::vector<uint8_t>& b, std::vector<uint8_t>& r) {
-    const uint8_t* src = raw.data() + static_cast<size_t>(i) * sample;
-    if (per_sample) {
+    const uint8_t* src = r.data();  // encoded: this sample alone, read here (raw is empty then)
+    if (per_sample)
       ds_->read(std::span<const int64_t>(&out.indices[static_cast<size_t>(i)], 1), r,
                 out.labels.span<int32_t>().subspan(static_cast<size_t>(i), 1));
-      src = r.data();
-    }
+    else
+      src = raw.data() + static_cast<size_t>(i) * sample;
     if (resized) {
       const CropBox box = resized_crop_box(opt_.seed, epoch, out.indices[static_cast<size_t>(i)], H, W,
                                            opt_.resized_crop_min_scale);
