@@ -62,6 +62,9 @@ class Tensor {
   static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::f32, Device device = Device::cpu);
 
   bool defined() const { return storage_ != nullptr; }
+  /// True when this tensor is the only holder of its storage (no copy or view of it exists), so its
+  /// memory may be overwritten without another holder noticing.
+  bool sole_owner() const { return storage_ != nullptr && storage_.use_count() == 1; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_.at(static_cast<size_t>(i < 0 ? i + static_cast<int>(shape_.size()) : i)); }
   int ndim() const { return static_cast<int>(shape_.size()); }

@@ -12,7 +12,7 @@ BUILD_PACKAGES=(
   libboost-program-options-dev            # config files and flags
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN for the CPU ops (its CMake config needs OpenCL)
   zlib1g-dev                              # gzipped IDX files
-  libturbojpeg0-dev libpng-dev            # JPEG/PNG decoding for `prepare --format imagefolder`
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev  # JPEG/PNG decoding (prepare, the loader)
   nlohmann-json3-dev                      # metrics and benchmark JSON
 )
 PACKAGES=(

@@ -35,7 +35,7 @@ PKGS=(
   # header-only and small
   catch2 nlohmann-json3-dev zlib1g-dev zlib1g
   # JPEG/PNG decoding (prepare --format imagefolder)
-  libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16
+  libturbojpeg0-dev libturbojpeg0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16
 )
 
 echo "pack_device_deps: downloading ${#PKGS[@]} packages"

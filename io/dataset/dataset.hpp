@@ -10,6 +10,7 @@
 // /images: sample i is the image file in bytes [offsets[i], offsets[i+1]).
 // Global sample index i runs over the shards in shard order (shard 0's samples first).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "base/tensor.hpp"
+#include "io/dataset/image_decode.hpp"
 
 namespace ht {
 
@@ -27,8 +29,8 @@ struct DatasetInfo {
   std::vector<float> mean, std;  ///< per channel, of pixel values scaled to [0,1], on the train split
   std::string source;
   /// Samples stored as the image files' bytes (root attribute storage = "encoded": /encoded and
-  /// /offsets instead of /images), decoded on read to height x width x channels as `prepare` would
-  /// have stored them raw (docs/dataset.md "Your own images").
+  /// /offsets instead of /images), decoded by read() to height x width x channels as `prepare` would
+  /// have stored them raw, or a window of the whole file by read_window() (docs/dataset.md "Your own images").
   bool encoded = false;
   /// Shards of the split in schema version 1 (HDF5's original format, no metadata checksums): read,
   /// but worth rewriting with `hpctrain prepare` (docs/dataset.md). Not part of the schema comparison.
@@ -46,6 +48,14 @@ class Dataset {
   /// (count). Thread-safe. Throws UsageError for an index outside [0, num_samples), RuntimeError
   /// when the file cannot be read.
   virtual void read(std::span<const int64_t> indices, std::span<uint8_t> images, std::span<int32_t> labels) = 0;
+  /// Encoded datasets only: sample `index`'s label, and the window `pick(height, width)` of its stored
+  /// image file at full size (not resized to the split's H x W), decoded by decode_image_window
+  /// (io/dataset/image_decode.hpp: only about the window, at a DCT scale keeping it >= min_w x min_h)
+  /// into `decoded`, the window's place in it in `window`. Thread-safe. Throws UsageError for an index
+  /// outside [0, num_samples), RuntimeError naming the file and sample when it cannot be read or
+  /// decoded, std::logic_error for a raw dataset.
+  virtual void read_window(int64_t index, const std::function<CropBox(int height, int width)>& pick, int min_w,
+                           int min_h, Image8& decoded, CropBox& window, int32_t& label);
 };
 
 /// Opens and validates every shard of `split` ("train"/"test") in dir; throws UsageError naming file,
@@ -93,7 +103,9 @@ struct LoaderOptions {
   /// RandomResizedCrop(crop_size, scale = (resized_crop_min_scale, 1), ratio = (3/4, 4/3)), the box
   /// from resized_crop_box (io/dataset/augment.hpp), resized with PIL's bilinear filter
   /// (io/dataset/resample.hpp); otherwise (and always for eval) the centre crop_size window, which for
-  /// images stored at the shorter side S is torchvision's Resize(S) + CenterCrop(crop_size).
+  /// images stored at the shorter side S is torchvision's Resize(S) + CenterCrop(crop_size). On
+  /// encoded datasets the resized crop's box is drawn over the stored file's whole image and only
+  /// that window is decoded (Dataset::read_window).
   /// crop_padding applies after the centre crop; it is not combined with resized_crop.
   int crop_size = 0;
   bool resized_crop = false;

@@ -224,13 +224,32 @@ class H5ShardedDataset final : public Dataset {
     }
   }
 
+  void read_window(int64_t index, const std::function<CropBox(int, int)>& pick, int min_w, int min_h, Image8& decoded,
+                   CropBox& window, int32_t& label) override {
+    if (!info_.encoded) Dataset::read_window(index, pick, min_w, min_h, decoded, window, label);
+    if (index < 0 || index >= info_.num_samples)
+      throw UsageError("Dataset::read_window: sample index " + std::to_string(index) + " outside [0, " +
+                       std::to_string(info_.num_samples) + ")");
+    label = labels_[static_cast<size_t>(index)];
+    const std::vector<uint8_t> bytes = encoded_bytes(index);
+    const Shard& s = shard_of(index);
+    const int64_t r = index - s.offset;
+    int w = 0, h = 0;
+    std::string why;
+    if (!image_size(bytes, ImageLimits{}, w, h, why) ||
+        !decode_image_window(bytes, info_.channels, ImageLimits{}, pick(h, w), min_w, min_h, decoded, window, why))
+      throw RuntimeError(s.path + ": sample " + std::to_string(r) + " of /encoded cannot be decoded: " + why);
+  }
+
  private:
-  // An encoded sample: its bytes read through HDF5 (which checks the chunks' fletcher32) under the
-  // HDF5 lock, then decoded, resized and centre-cropped outside it, as `prepare` stores raw samples,
-  // so several loader threads decode at once.
-  void read_encoded(int64_t index, uint8_t* dst) {
-    const size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
-    Shard& s = shards_[k];
+  Shard& shard_of(int64_t index) {
+    return shards_[static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1];
+  }
+
+  // An encoded sample's bytes, read through HDF5 (which checks the chunks' fletcher32) under the HDF5
+  // lock; decoding happens outside it, so several loader threads decode at once.
+  std::vector<uint8_t> encoded_bytes(int64_t index) {
+    Shard& s = shard_of(index);
     const int64_t r = index - s.offset;
     const int64_t b = s.encoded_offsets[static_cast<size_t>(r)], e = s.encoded_offsets[static_cast<size_t>(r) + 1];
     std::vector<uint8_t> bytes(static_cast<size_t>(e - b));
@@ -243,10 +262,17 @@ class H5ShardedDataset final : public Dataset {
         throw RuntimeError(s.path + ": reading /encoded bytes " + std::to_string(b) + ".." + std::to_string(e - 1) +
                            " (sample " + std::to_string(r) + ") failed (corrupt file?)");
     }
+    return bytes;
+  }
+
+  // An encoded sample as `prepare` would have stored it raw: decoded, resized, centre-cropped.
+  void read_encoded(int64_t index, uint8_t* dst) {
+    const std::vector<uint8_t> bytes = encoded_bytes(index);
     Image8 img;
     std::string why;
     if (!decode_image(bytes, info_.channels, ImageLimits{}, info_.height, img, why))
-      throw RuntimeError(s.path + ": sample " + std::to_string(r) + " of /encoded cannot be decoded: " + why);
+      throw RuntimeError(shard_of(index).path + ": sample " + std::to_string(index - shard_of(index).offset) +
+                         " of /encoded cannot be decoded: " + why);
     Image8 out = resize_shorter_center_crop(img, info_.height);
     std::memcpy(dst, out.pixels.data(), sample_);
   }

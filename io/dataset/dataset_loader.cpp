@@ -7,6 +7,9 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "io/dataset/augment.hpp"
 #include "io/dataset/dataset.hpp"
@@ -47,6 +50,29 @@ void augment_image_rows(const uint8_t* src, uint8_t* dst, int H, int W, int C, A
 }  // namespace
 
 // One worker thread that produces exactly one requested batch at a time.
+namespace {
+
+// n floats to dst through non-temporal stores where the CPU has them (x86-64's SSE2): a batch is tens
+// of MB that the step reads much later, so writing it through the cache costs a read of every line
+// first and evicts the working set. Elsewhere a plain copy.
+void stream_floats(float* dst, const float* src, int n) {
+  int i = 0;
+#if defined(__SSE2__)
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i];
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+#endif
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+// Non-temporal stores are not ordered with later ones: fenced before the batch is handed over.
+void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+}  // namespace
+
 struct DataLoader::Prefetch {
   std::thread thread;
   std::mutex m;
@@ -55,6 +81,7 @@ struct DataLoader::Prefetch {
   int epoch = 0;
   int64_t step = -1;
   Batch result;
+  Batch spare;  // the caller's previous batch: produce() refills its buffers when nobody else holds them
   std::exception_ptr error;
 };
 
@@ -102,8 +129,8 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options)
         if (p->stop) return;
         int e = p->epoch;
         int64_t s = p->step;
+        Batch b = std::move(p->spare);
         lk.unlock();
-        Batch b;
         std::exception_ptr err;
         try {
           produce(e, s, b);
@@ -195,8 +222,14 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   std::vector<uint8_t> raw(per_sample ? 0 : static_cast<size_t>(n) * sample);
   out.labels = Tensor::empty({n}, DType::i32);
   if (!per_sample) ds_->read(out.indices, raw, out.labels.span<int32_t>());
-  out.images = opt_.layout == Layout::NCHW ? Tensor::empty({n, C, Ho, Wo}, DType::f32)
-                                           : Tensor::empty({n, Ho, Wo, C}, DType::f32);
+  // The previous batch's image buffer is refilled when this batch is the only holder of it and the
+  // shape is the same: a fresh one of this size (tens of MB) comes from the kernel as zeroed pages,
+  // which cost about as much as normalising into them.
+  const std::vector<int64_t> shape = opt_.layout == Layout::NCHW ? std::vector<int64_t>{n, C, Ho, Wo}
+                                                                 : std::vector<int64_t>{n, Ho, Wo, C};
+  if (!out.images.sole_owner() || out.images.shape() != shape || out.images.dtype() != DType::f32 ||
+      out.images.device() != Device::cpu)
+    out.images = Tensor::empty(shape, DType::f32);
   float* dst = out.images.data<float>();
   // (v/255 - mean[c]) / std[c] for every byte value: one table lookup per element.
   std::vector<float> lut(static_cast<size_t>(C) * 256);
@@ -208,23 +241,28 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   const int pad = opt_.train ? opt_.crop_padding : 0;
   const bool shift_flip = opt_.train && (pad > 0 || (opt_.flip && !resized));
   // Sample i: crop (random resized, or centre), then crop-with-padding and flip, then normalise.
-  auto one = [&](int64_t i, std::vector<uint8_t>& a, std::vector<uint8_t>& b, std::vector<uint8_t>& r) {
+  auto one = [&](int64_t i, std::vector<uint8_t>& a, std::vector<uint8_t>& b, std::vector<uint8_t>& r, Image8& decoded, std::vector<float>& line) {
+    const int64_t index = out.indices[static_cast<size_t>(i)];
     const uint8_t* src = r.data();  // encoded: this sample alone, read here (raw is empty then)
-    if (per_sample)
+    if (per_sample && resized) {
+      // Encoded: the box is drawn over the stored file's whole image, as torchvision's recipe over
+      // ImageFolder does, and only that window is decoded (docs/dataset.md "Your own images").
+      auto pick = [&](int h, int w) { return resized_crop_box(opt_.seed, epoch, index, h, w, opt_.resized_crop_min_scale); };
+      CropBox w;
+      ds_->read_window(index, pick, Wo, Ho, decoded, w, out.labels.span<int32_t>()[static_cast<size_t>(i)]);
+      resample_bilinear(decoded.pixels.data() + (static_cast<size_t>(w.y) * decoded.width + w.x) * C, decoded.width, w.w,
+                        w.h, C, Wo, Ho, 0, 0, Wo, Ho, a.data());
+    } else if (per_sample) {
       ds_->read(std::span<const int64_t>(&out.indices[static_cast<size_t>(i)], 1), r,
                 out.labels.span<int32_t>().subspan(static_cast<size_t>(i), 1));
-    else
+    } else {
       src = raw.data() + static_cast<size_t>(i) * sample;
+    }
     if (resized) {
-      const CropBox box = resized_crop_box(opt_.seed, epoch, out.indices[static_cast<size_t>(i)], H, W,
-                                           opt_.resized_crop_min_scale);
-      resample_bilinear(src + (static_cast<size_t>(box.y) * W + box.x) * C, W, box.w, box.h, C, Wo, Ho, 0, 0, Wo, Ho,
-                        a.data());
-      if (opt_.flip && aug_params(opt_.seed, epoch, out.indices[static_cast<size_t>(i)], 0, true).flip) {
-        for (int y = 0; y < Ho; ++y)
-          for (int x = 0; x < Wo / 2; ++x)
-            for (int c = 0; c < C; ++c)
-              std::swap(a[(static_cast<size_t>(y) * Wo + x) * C + c], a[(static_cast<size_t>(y) * Wo + Wo - 1 - x) * C + c]);
+      if (!per_sample) {
+        const CropBox box = resized_crop_box(opt_.seed, epoch, index, H, W, opt_.resized_crop_min_scale);
+        resample_bilinear(src + (static_cast<size_t>(box.y) * W + box.x) * C, W, box.w, box.h, C, Wo, Ho, 0, 0, Wo, Ho,
+                          a.data());
       }
       src = a.data();
     } else if (centre) {
@@ -235,17 +273,29 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
       src = a.data();
     }
     if (shift_flip) {
-      augment_image_rows(src, b.data(), Ho, Wo, C, aug_params(opt_.seed, epoch, out.indices[static_cast<size_t>(i)], pad, opt_.flip), pad);
+      augment_image_rows(src, b.data(), Ho, Wo, C, aug_params(opt_.seed, epoch, index, pad, opt_.flip), pad);
       src = b.data();
     }
+    // Normalised into the batch row by row; a random-resized-crop sample's flip is folded in here
+    // (its columns read right to left), the other augmentations' flip was applied above.
+    const bool mirror = resized && opt_.flip && aug_params(opt_.seed, epoch, index, 0, true).flip;
     float* d = dst + static_cast<size_t>(i) * out_sample;
-    if (opt_.layout == Layout::NCHW) {
+    const bool nchw = opt_.layout == Layout::NCHW;
+    for (int y = 0; y < Ho; ++y) {
+      const uint8_t* row = src + static_cast<size_t>(y) * Wo * C;
       for (int c = 0; c < C; ++c) {
         const float* l = lut.data() + static_cast<size_t>(c) * 256;
-        for (int p = 0; p < Ho * Wo; ++p) *d++ = l[src[static_cast<size_t>(p) * C + c]];
+        if (nchw) {  // a row of one channel in `line`, then streamed into the batch
+          if (mirror)
+            for (int x = 0; x < Wo; ++x) line[static_cast<size_t>(x)] = l[row[static_cast<size_t>(Wo - 1 - x) * C + c]];
+          else
+            for (int x = 0; x < Wo; ++x) line[static_cast<size_t>(x)] = l[row[static_cast<size_t>(x) * C + c]];
+          stream_floats(d + (static_cast<size_t>(c) * Ho + y) * Wo, line.data(), Wo);
+        } else {
+          float* o = d + static_cast<size_t>(y) * Wo * C + c;
+          for (int x = 0; x < Wo; ++x) o[static_cast<size_t>(x) * C] = l[row[static_cast<size_t>(mirror ? Wo - 1 - x : x) * C + c]];
+        }
       }
-    } else {
-      for (size_t p = 0; p < out_sample; ++p) d[p] = lut[(p % C) * 256 + src[p]];
     }
   };
   // Samples are independent (every random draw is a function of the sample's global index), so the
@@ -254,9 +304,12 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   std::exception_ptr error;
   std::mutex error_m;
   auto work = [&] {
-    std::vector<uint8_t> a(out_sample), b(out_sample), r(per_sample ? sample : 0);
+    std::vector<uint8_t> a(out_sample), b(out_sample), r(per_sample && !resized ? sample : 0);
+    Image8 decoded;
+    std::vector<float> line(static_cast<size_t>(Wo));
     try {
-      for (int64_t i = next++; i < n; i = next++) one(i, a, b, r);
+      for (int64_t i = next++; i < n; i = next++) one(i, a, b, r, decoded, line);
+      stream_fence();
     } catch (...) {
       std::lock_guard<std::mutex> lk(error_m);
       error = std::current_exception();
@@ -283,7 +336,9 @@ bool DataLoader::next(Batch& out) {
         pf_->error = nullptr;
         std::rethrow_exception(e);
       }
+      Batch previous = std::move(out);
       out = std::move(pf_->result);
+      pf_->spare = std::move(previous);
       got = true;
     }
   }

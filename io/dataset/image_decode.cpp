@@ -235,6 +235,46 @@ bool decode_image(std::span<const uint8_t> bytes, int channels, const ImageLimit
   }
 }
 
+bool image_size(std::span<const uint8_t> bytes, const ImageLimits& limits, int& width, int& height, std::string& reason) {
+  int64_t w = 0, h = 0;
+  switch (sniff_image(bytes)) {
+    case ImageKind::jpeg: {
+      tjhandle t = tjInitDecompress();
+      if (!t) {
+        reason = "cannot start the JPEG decoder";
+        return false;
+      }
+      int iw = 0, ih = 0, subsamp = 0, cs = 0;
+      const int rc = tjDecompressHeader3(t, const_cast<unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()),
+                                         &iw, &ih, &subsamp, &cs);
+      if (rc != 0) reason = std::string("not a readable JPEG: ") + tjGetErrorStr2(t);
+      tjDestroy(t);
+      if (rc != 0) return false;
+      w = iw;
+      h = ih;
+      break;
+    }
+    case ImageKind::png: {
+      // The signature, then the IHDR chunk: length (4 bytes), "IHDR", width and height big-endian.
+      if (bytes.size() < 24 || std::memcmp(bytes.data() + 12, "IHDR", 4) != 0) {
+        reason = "not a readable PNG: no IHDR chunk first";
+        return false;
+      }
+      auto be32 = [&](size_t at) {
+        return (int64_t{bytes[at]} << 24) | (int64_t{bytes[at + 1]} << 16) | (int64_t{bytes[at + 2]} << 8) | bytes[at + 3];
+      };
+      w = be32(16);
+      h = be32(20);
+      break;
+    }
+    default: reason = bytes.empty() ? "empty file (0 bytes)" : "not a JPEG or PNG file (by its first bytes)"; return false;
+  }
+  if (too_large(w, h, limits, reason)) return false;
+  width = static_cast<int>(w);
+  height = static_cast<int>(h);
+  return true;
+}
+
 Image8 resize_shorter_center_crop(const Image8& in, int size) {
   if (size < 1 || in.width < 1 || in.height < 1 || in.channels < 1 ||
       in.pixels.size() != static_cast<size_t>(in.width) * in.height * in.channels)

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "io/dataset/augment.hpp"
+
 namespace ht {
 
 /// What a file's first bytes say it is (the extension is not trusted).
@@ -37,6 +39,24 @@ struct Image8 {
 /// `Image.draft("RGB", (2 * min_side, 2 * min_side))`: several times faster on large photos. Returns false with `reason` set (one line, no path) for anything it cannot decode.
 bool decode_image(std::span<const uint8_t> bytes, int channels, const ImageLimits& limits, int min_side, Image8& out,
                   std::string& reason);
+
+/// The width and height a JPEG or PNG file declares, from its header alone (nothing is decoded or
+/// allocated by them). False with `reason` set for anything else, or a size over `limits`.
+bool image_size(std::span<const uint8_t> bytes, const ImageLimits& limits, int& width, int& height, std::string& reason);
+
+/// The window `box` (rows box.y .. box.y + box.h - 1, columns box.x .. box.x + box.w - 1 of the full
+/// image) of a JPEG or PNG file, decoded to `channels` channels with decode_image's conversions, into
+/// `out`, with `window` set to where it lies in `out` (out may hold a few more rows and columns around
+/// it). Only that part is decoded where libjpeg-turbo allows it (RGB output of a gray, YCbCr or RGB
+/// JPEG: rows above it skipped without the inverse DCT, rows below not read, columns cropped to block
+/// boundaries; jpeg_skip_scanlines and jpeg_crop_scanline), and at the largest DCT scale 1/d (d = 8,
+/// 4, 2) that keeps the window at least min_w x min_h; the window is then that of the 1/d-scaled
+/// image, columns floor(box.x / d) .. ceil((box.x + box.w) / d) - 1 (rows alike, clipped to the scaled
+/// image). With d = 1 (and for PNG and CMYK JPEG, decoded whole) the window's pixels are exactly
+/// decode_image's. Throws std::invalid_argument for a box outside the image; returns false with
+/// `reason` for a file it cannot decode.
+bool decode_image_window(std::span<const uint8_t> bytes, int channels, const ImageLimits& limits, const CropBox& box,
+                         int min_w, int min_h, Image8& out, CropBox& window, std::string& reason);
 
 /// The resize of torchvision's `Resize(size)` (shorter side to `size`, the longer to
 /// int(size * long / short), bilinear with antialiasing: a triangle filter widened by the scale when

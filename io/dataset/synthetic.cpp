@@ -1,12 +1,17 @@
 // Generated datasets: deterministic synthetic data and an in-memory dataset (tests, converters).
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "io/dataset/augment.hpp"
 #include "io/dataset/dataset.hpp"
 #include "io/dataset/dataset_h5.hpp"
 
 namespace ht {
+
+void Dataset::read_window(int64_t, const std::function<CropBox(int, int)>&, int, int, Image8&, CropBox&, int32_t&) {
+  throw std::logic_error("Dataset::read_window: only encoded datasets store image files");
+}
 
 namespace {
 

@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--out", default="results/cpu/input_pipeline.json")
     a = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = "1"
+    os.sched_setaffinity(0, {0})  # PyTorch on the core hpctrain runs on (taskset -c 0): the same core for all
     import torch
     from torchvision import datasets, transforms
     torch.set_num_threads(1)

@@ -6,6 +6,7 @@ as 1; a prepare stopped part-way resumes and ends with the same dataset; the sha
 `hpctrain inspect`."""
 import io
 import json
+import math
 import os
 import shutil
 import struct
@@ -211,7 +212,9 @@ with tempfile.TemporaryDirectory() as tmp:
     check(rc == 0 and "valid" in so and "48x48x3" in so, f"inspect exit {rc}: {so} {se}")
 
     # 1b. Encoded storage: each sample is its file's bytes; decoded by the loader to the raw pixels
-    # exactly, so the statistics and a training run on it are bitwise those of raw storage.
+    # exactly, so the statistics and a training run on it (centre crop, flip) are bitwise those of raw
+    # storage. A random resized crop of an encoded sample is drawn over the whole photo instead
+    # (tests/unit/test_image_window.cpp compares those pixels with PIL's); here it must train.
     oute = os.path.join(tmp, "oute")
     rc, so, se = run(["prepare", "--format", "imagefolder", "--input", root, "--output", oute, "--size", str(S),
                       "--shards", "3", "--test-shards", "2", "--storage", "encoded"], timeout=300)
@@ -229,17 +232,20 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, so, se = run(["inspect", "--validate", oute])
     check(rc == 0 and "valid" in so, f"inspect --validate of encoded shards: {rc} {so} {se}")
     train = ["train", "--model.name", "mlp", "--train.global_batch", "8", "--train.max_steps", "3", "--train.device",
-             "cpu", "--train.epochs", "0", "--data.flip", "true", "--data.crop_size", "40", "--data.random_resized_crop",
-             "true", "--data.loader_threads", "2", "--train.log_every_steps", "1"]
+             "cpu", "--train.epochs", "0", "--data.flip", "true", "--data.crop_size", "40",
+             "--data.loader_threads", "2", "--train.log_every_steps", "1"]
+    rrc = ["--data.random_resized_crop", "true"]
     losses = {}
-    for name, d in (("raw", out1), ("encoded", oute)):
+    for name, d, extra in (("raw", out1, []), ("encoded", oute, []), ("encoded_rrc", oute, rrc)):
         rd = os.path.join(tmp, "run_" + name)
-        rc, so, se = run(train + ["--data.dir", d, "--run.dir", rd], timeout=300)
+        rc, so, se = run(train + extra + ["--data.dir", d, "--run.dir", rd], timeout=300)
         check(rc == 0, f"training on {name} shards exit {rc}: {se[-500:]}")
         losses[name] = [(j["step"], j["loss"]) for j in map(json.loads, open(os.path.join(rd, "metrics.jsonl")))
                         if j.get("event") == "step"]
     check(losses["raw"] and losses["raw"] == losses["encoded"],
           f"losses on encoded shards bitwise those on raw shards: {losses}")
+    check(len(losses["encoded_rrc"]) == 3 and all(math.isfinite(l) for _, l in losses["encoded_rrc"])
+          and losses["encoded_rrc"] != losses["encoded"], f"random resized crop on encoded shards: {losses}")
     # --max-side: larger files stored re-encoded at that side (JPEG), smaller ones as they are.
     outm = os.path.join(tmp, "outm")
     rc, so, se = run(["prepare", "--format", "imagefolder", "--input", root, "--output", outm, "--size", str(S),
