@@ -26,7 +26,12 @@ namespace dataset_h5 {
 // Fills the direct-access map of an uncompressed shard when the layout allows it; returns quietly
 // (HDF5 reads are used) otherwise. Throws UsageError when a chunk lies beyond the end of the file.
 void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
-  if (s.count == 0) return;
+  // /images: rows of `sample` bytes, s.count of them; /encoded: rows of one byte, the last offset of them.
+  const bool encoded = !s.encoded_offsets.empty();
+  const int rank = encoded ? 1 : 4;
+  const int64_t total = encoded ? s.encoded_offsets.back() : s.count;
+  if (encoded) sample = 1;
+  if (total == 0) return;
   H5Handle dcpl(H5Dget_create_plist(s.images), H5Pclose);
   if (!dcpl.valid()) return;
   // No filter, or fletcher32 alone (verified here on first read); anything else is read by HDF5.
@@ -58,12 +63,12 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
     addr.push_back(static_cast<uint64_t>(a));
   } else if (layout == H5D_CHUNKED) {
     hsize_t cd[4];
-    if (H5Pget_chunk(dcpl, 4, cd) != 4) return;
+    if (H5Pget_chunk(dcpl, rank, cd) != rank) return;
     hsize_t dims[4];
     H5Sget_simple_extent_dims(s.fspace, dims, nullptr);
-    if (cd[1] != dims[1] || cd[2] != dims[2] || cd[3] != dims[3]) return;  // chunks must be whole samples
+    if (rank == 4 && (cd[1] != dims[1] || cd[2] != dims[2] || cd[3] != dims[3])) return;  // chunks must be whole samples
     per = static_cast<int64_t>(cd[0]);
-    const int64_t expect = (s.count + per - 1) / per;
+    const int64_t expect = (total + per - 1) / per;
     // A dataspace of its own (selection: all): HDF5 1.10 refuses H5S_ALL in these two calls, and
     // s.fspace carries the last hyperslab selection.
     H5Handle all(H5Dget_space(s.images), H5Sclose);
@@ -71,7 +76,7 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
     if (!all.valid() || H5Dget_num_chunks(s.images, all, &nchunks) < 0 || static_cast<int64_t>(nchunks) != expect) return;
     addr.assign(static_cast<size_t>(expect), HADDR_UNDEF);
     for (hsize_t i = 0; i < nchunks; ++i) {
-      hsize_t coord[4];
+      hsize_t coord[4] = {0, 0, 0, 0};
       unsigned mask = 0;
       haddr_t a = HADDR_UNDEF;
       hsize_t size = 0;
@@ -86,9 +91,9 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
     if (addr[c] == HADDR_UNDEF) return;
     addr[c] += userblock;
     // A checksummed chunk is stored whole (edge rows padded) with its checksum.
-    int64_t rows = checksummed ? per : std::min<int64_t>(per, s.count - static_cast<int64_t>(c) * per);
+    int64_t rows = checksummed ? per : std::min<int64_t>(per, total - static_cast<int64_t>(c) * per);
     if (static_cast<int64_t>(addr[c]) + rows * sample + static_cast<int64_t>(tail) > file_size)
-      throw UsageError(s.path + ": dataset /images chunk " + std::to_string(c) + " lies beyond the end of the file (" +
+      throw UsageError(s.path + ": dataset " + s.data_name() + " chunk " + std::to_string(c) + " lies beyond the end of the file (" +
                        std::to_string(file_size) + " bytes; truncated file)");
   }
   int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -118,7 +123,7 @@ void pread_all(const Shard& s, uint8_t* p, size_t bytes, off_t off, int64_t r, i
     ssize_t got = ::pread(s.fd.fd, p + done, bytes - done, off + static_cast<off_t>(done));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0)
-      throw RuntimeError(s.path + ": reading /images rows " + std::to_string(r) + ".." + std::to_string(end - 1) +
+      throw RuntimeError(s.path + ": reading " + s.data_name() + " " + s.unit() + " " + std::to_string(r) + ".." + std::to_string(end - 1) +
                          " failed: " + (got < 0 ? std::string(std::strerror(errno)) : std::string("unexpected end of file")));
     done += static_cast<size_t>(got);
   }
@@ -133,7 +138,7 @@ void read_verified_chunk(Shard& s, int64_t c, int64_t r, int64_t end, size_t sam
   const uint32_t want = static_cast<uint32_t>(buf[chunk_bytes]) | static_cast<uint32_t>(buf[chunk_bytes + 1]) << 8 |
                         static_cast<uint32_t>(buf[chunk_bytes + 2]) << 16 | static_cast<uint32_t>(buf[chunk_bytes + 3]) << 24;
   if (fletcher32_copy(nullptr, buf.data(), chunk_bytes) != want)
-    throw RuntimeError(s.path + ": dataset /images chunk " + std::to_string(c) + " (rows " + std::to_string(c * s.per_chunk) +
+    throw RuntimeError(s.path + ": dataset " + s.data_name() + " chunk " + std::to_string(c) + " (" + s.unit() + " " + std::to_string(c * s.per_chunk) +
                        ".." + std::to_string((c + 1) * s.per_chunk - 1) +
                        ") fails its fletcher32 checksum: the file is corrupt (re-create it with hpctrain prepare)");
   std::memcpy(p, buf.data() + static_cast<size_t>(r - c * s.per_chunk) * sample, static_cast<size_t>(end - r) * sample);
@@ -246,14 +251,17 @@ class H5ShardedDataset final : public Dataset {
     return shards_[static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1];
   }
 
-  // An encoded sample's bytes, read through HDF5 (which checks the chunks' fletcher32) under the HDF5
-  // lock; decoding happens outside it, so several loader threads decode at once.
+  // An encoded sample's bytes, read with pread() through the chunk map of /encoded (each chunk's
+  // fletcher32 verified on its first read), or through HDF5 under its lock when the layout has no
+  // map; decoding happens outside any lock, so several loader threads decode at once.
   std::vector<uint8_t> encoded_bytes(int64_t index) {
     Shard& s = shard_of(index);
     const int64_t r = index - s.offset;
     const int64_t b = s.encoded_offsets[static_cast<size_t>(r)], e = s.encoded_offsets[static_cast<size_t>(r) + 1];
     std::vector<uint8_t> bytes(static_cast<size_t>(e - b));
-    if (e > b) {
+    if (e > b && s.fd.fd >= 0) {
+      read_rows(s, b, e - b, 1, info_, bytes.data());  // pread through the chunk map, no HDF5 lock
+    } else if (e > b) {
       std::lock_guard<std::recursive_mutex> lock(hdf5_mutex());
       hsize_t start = static_cast<hsize_t>(b), cnt = static_cast<hsize_t>(e - b);
       H5Handle ms(HT_H5_CHECK(H5Screate_simple(1, &cnt, nullptr)), H5Sclose);

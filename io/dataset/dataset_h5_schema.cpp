@@ -246,7 +246,7 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
         throw UsageError(path + ": dataset /images row " + std::to_string(r) + " cannot be read (truncated or corrupt file)");
     }
   }
-  if (!getenv("HT_DATASET_HDF5_READS") && !info.encoded) map_chunks(s, h * w * c, static_cast<int64_t>(st.st_size));
+  if (!getenv("HT_DATASET_HDF5_READS")) map_chunks(s, h * w * c, static_cast<int64_t>(st.st_size));
   return s;
 }
 

@@ -37,7 +37,7 @@ struct Shard {
   H5Handle file, images, fspace;  ///< /images, or /encoded for an encoded shard
   int64_t count = 0, offset = 0;
   std::vector<int64_t> encoded_offsets;  ///< encoded shards: count + 1 validated byte offsets into /encoded
-  // Direct access: for uncompressed /images, the file address of every chunk (per_chunk samples
+  // Direct access: for uncompressed /images (or /encoded), the file address of every chunk (per_chunk samples
   // each; one "chunk" for a contiguous layout). Samples are then read with pread() (as fast as the
   // HDF5 chunk cache here, and thread-safe) without hdf5_mutex, so a checkpoint being written never
   // stalls the data pipeline. pread rather than mmap: a file truncated under a running job gives an
@@ -50,6 +50,9 @@ struct Shard {
   std::vector<uint64_t> chunk_addr;
   bool checksummed = false;
   std::unique_ptr<std::atomic<uint8_t>[]> verified;  ///< one flag per chunk; null unless checksummed
+  /// For messages: the dataset read, and what its rows are.
+  std::string data_name() const { return encoded_offsets.empty() ? "/images" : "/encoded"; }
+  std::string unit() const { return encoded_offsets.empty() ? "rows" : "bytes"; }
 };
 
 /// What a shard's root attributes say about the shard itself and about the dataset.

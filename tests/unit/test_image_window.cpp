@@ -263,5 +263,32 @@ TEST_CASE("encoded loader: RandomResizedCrop over the whole photo equals PIL's c
   }
   CHECK(flips > 2);     // both mirrored and plain samples were compared
   CHECK(partial > 8);   // and boxes that are a part of the photo
+
+  // A flipped byte inside a stored photo: its chunk's fletcher32 check names the file (the bytes are
+  // read with pread through the chunk map, not by HDF5).
+  const std::string shard = (dir / shard_file_name("train", 0, 1)).string();
+  std::vector<uint8_t> file;
+  {
+    std::ifstream in(shard, std::ios::binary);
+    file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::vector<uint8_t> photo(enc.bytes.begin() + enc.offsets[5], enc.bytes.begin() + enc.offsets[6]);
+  const auto at = std::search(file.begin(), file.end(), photo.begin(), photo.end());
+  REQUIRE(at != file.end());
+  std::fstream(shard, std::ios::binary | std::ios::in | std::ios::out)
+      .seekp(at - file.begin() + static_cast<std::ptrdiff_t>(photo.size() / 2))
+      .put(static_cast<char>(photo[photo.size() / 2] ^ 0x40));
+  auto bad = open_sharded_dataset(dir.string(), "train");
+  Image8 decoded;
+  CropBox w;
+  int32_t label = -1;
+  auto whole = [](int h, int wd) { return CropBox{0, 0, h, wd}; };
+  try {
+    bad->read_window(5, whole, S, S, decoded, w, label);
+    FAIL("a corrupt chunk was read without an error");
+  } catch (const std::exception& e) {
+    CHECK(std::string(e.what()).find("fletcher32") != std::string::npos);
+    CHECK(std::string(e.what()).find(shard) != std::string::npos);
+  }
   std::filesystem::remove_all(dir);
 }
