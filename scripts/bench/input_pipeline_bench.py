@@ -3,8 +3,8 @@
 with RandomResizedCrop(224), horizontal flip and normalisation (float32, NCHW), per core.
   hpctrain_raw      DataLoader over the raw 256-pixel shards of `prepare --format imagefolder`
                     (`hpctrain bench io --crop-size 224 --loader-threads 1`, its loader_resized_crop pass)
-  hpctrain_encoded  the same over `--storage encoded` shards (each JPEG decoded, DCT-scaled where it
-                    pays, resized to 256 and centre-cropped, then the random resized crop)
+  hpctrain_encoded  the same over `--storage encoded` shards (the random resized crop drawn over each
+                    whole photo, as torchvision's, and only that window decoded)
   torch_jpeg        torch.utils.data.DataLoader(ImageFolder(JPEG files), RandomResizedCrop(224),
                     RandomHorizontalFlip, ToTensor, Normalize), num_workers=0 (this process, one thread)
   torch_hdf5_raw    the same transforms over the same raw HDF5 shards (h5py reads, PIL images)
