@@ -66,7 +66,8 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
     if (H5Pget_chunk(dcpl, rank, cd) != rank) return;
     hsize_t dims[4];
     H5Sget_simple_extent_dims(s.fspace, dims, nullptr);
-    if (rank == 4 && (cd[1] != dims[1] || cd[2] != dims[2] || cd[3] != dims[3])) return;  // chunks must be whole samples
+    // /images: chunks must be whole samples.
+    if (rank == 4 && (cd[1] != dims[1] || cd[2] != dims[2] || cd[3] != dims[3])) return;
     per = static_cast<int64_t>(cd[0]);
     const int64_t expect = (total + per - 1) / per;
     // A dataspace of its own (selection: all): HDF5 1.10 refuses H5S_ALL in these two calls, and
@@ -93,8 +94,8 @@ void map_chunks(Shard& s, int64_t sample, int64_t file_size) {
     // A checksummed chunk is stored whole (edge rows padded) with its checksum.
     int64_t rows = checksummed ? per : std::min<int64_t>(per, total - static_cast<int64_t>(c) * per);
     if (static_cast<int64_t>(addr[c]) + rows * sample + static_cast<int64_t>(tail) > file_size)
-      throw UsageError(s.path + ": dataset " + s.data_name() + " chunk " + std::to_string(c) + " lies beyond the end of the file (" +
-                       std::to_string(file_size) + " bytes; truncated file)");
+      throw UsageError(s.path + ": dataset " + s.data_name() + " chunk " + std::to_string(c) +
+                       " lies beyond the end of the file (" + std::to_string(file_size) + " bytes; truncated file)");
   }
   int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
@@ -123,8 +124,8 @@ void pread_all(const Shard& s, uint8_t* p, size_t bytes, off_t off, int64_t r, i
     ssize_t got = ::pread(s.fd.fd, p + done, bytes - done, off + static_cast<off_t>(done));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0)
-      throw RuntimeError(s.path + ": reading " + s.data_name() + " " + s.unit() + " " + std::to_string(r) + ".." + std::to_string(end - 1) +
-                         " failed: " + (got < 0 ? std::string(std::strerror(errno)) : std::string("unexpected end of file")));
+      throw RuntimeError(s.path + ": reading " + s.data_name() + " " + s.unit() + " " + std::to_string(r) + ".." +
+                         std::to_string(end - 1) + " failed: " + (got < 0 ? std::string(std::strerror(errno)) : std::string("unexpected end of file")));
     done += static_cast<size_t>(got);
   }
 }
@@ -138,8 +139,8 @@ void read_verified_chunk(Shard& s, int64_t c, int64_t r, int64_t end, size_t sam
   const uint32_t want = static_cast<uint32_t>(buf[chunk_bytes]) | static_cast<uint32_t>(buf[chunk_bytes + 1]) << 8 |
                         static_cast<uint32_t>(buf[chunk_bytes + 2]) << 16 | static_cast<uint32_t>(buf[chunk_bytes + 3]) << 24;
   if (fletcher32_copy(nullptr, buf.data(), chunk_bytes) != want)
-    throw RuntimeError(s.path + ": dataset " + s.data_name() + " chunk " + std::to_string(c) + " (" + s.unit() + " " + std::to_string(c * s.per_chunk) +
-                       ".." + std::to_string((c + 1) * s.per_chunk - 1) +
+    throw RuntimeError(s.path + ": dataset " + s.data_name() + " chunk " + std::to_string(c) + " (" + s.unit() + " " +
+                       std::to_string(c * s.per_chunk) + ".." + std::to_string((c + 1) * s.per_chunk - 1) +
                        ") fails its fletcher32 checksum: the file is corrupt (re-create it with hpctrain prepare)");
   std::memcpy(p, buf.data() + static_cast<size_t>(r - c * s.per_chunk) * sample, static_cast<size_t>(end - r) * sample);
   s.verified[static_cast<size_t>(c)].store(1, std::memory_order_release);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -49,7 +50,6 @@ void augment_image_rows(const uint8_t* src, uint8_t* dst, int H, int W, int C, A
 }
 }  // namespace
 
-// One worker thread that produces exactly one requested batch at a time.
 namespace {
 
 // n floats to dst through non-temporal stores where the CPU has them (x86-64's SSE2): a batch is tens
@@ -73,6 +73,7 @@ void stream_fence() {
 
 }  // namespace
 
+// One worker thread that produces exactly one requested batch at a time.
 struct DataLoader::Prefetch {
   std::thread thread;
   std::mutex m;
@@ -241,17 +242,18 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
   const int pad = opt_.train ? opt_.crop_padding : 0;
   const bool shift_flip = opt_.train && (pad > 0 || (opt_.flip && !resized));
   // Sample i: crop (random resized, or centre), then crop-with-padding and flip, then normalise.
-  auto one = [&](int64_t i, std::vector<uint8_t>& a, std::vector<uint8_t>& b, std::vector<uint8_t>& r, Image8& decoded, std::vector<float>& line) {
+  auto one = [&](int64_t i, std::vector<uint8_t>& a, std::vector<uint8_t>& b, std::vector<uint8_t>& r, Image8& decoded,
+                 std::vector<float>& line) {
     const int64_t index = out.indices[static_cast<size_t>(i)];
     const uint8_t* src = r.data();  // encoded: this sample alone, read here (raw is empty then)
     if (per_sample && resized) {
       // Encoded: the box is drawn over the stored file's whole image, as torchvision's recipe over
       // ImageFolder does, and only that window is decoded (docs/dataset.md "Your own images").
       auto pick = [&](int h, int w) { return resized_crop_box(opt_.seed, epoch, index, h, w, opt_.resized_crop_min_scale); };
-      CropBox w;
-      ds_->read_window(index, pick, Wo, Ho, decoded, w, out.labels.span<int32_t>()[static_cast<size_t>(i)]);
-      resample_bilinear(decoded.pixels.data() + (static_cast<size_t>(w.y) * decoded.width + w.x) * C, decoded.width, w.w,
-                        w.h, C, Wo, Ho, 0, 0, Wo, Ho, a.data());
+      CropBox at;  // the window's place in `decoded`
+      ds_->read_window(index, pick, Wo, Ho, decoded, at, out.labels.span<int32_t>()[static_cast<size_t>(i)]);
+      resample_bilinear(decoded.pixels.data() + (static_cast<size_t>(at.y) * decoded.width + at.x) * C, decoded.width,
+                        at.w, at.h, C, Wo, Ho, 0, 0, Wo, Ho, a.data());
     } else if (per_sample) {
       ds_->read(std::span<const int64_t>(&out.indices[static_cast<size_t>(i)], 1), r,
                 out.labels.span<int32_t>().subspan(static_cast<size_t>(i), 1));
@@ -309,11 +311,11 @@ void DataLoader::produce(int epoch, int64_t step, Batch& out) const {
     std::vector<float> line(static_cast<size_t>(Wo));
     try {
       for (int64_t i = next++; i < n; i = next++) one(i, a, b, r, decoded, line);
-      stream_fence();
     } catch (...) {
       std::lock_guard<std::mutex> lk(error_m);
       error = std::current_exception();
     }
+    stream_fence();
   };
   const int threads = static_cast<int>(std::min<int64_t>(opt_.threads, std::max<int64_t>(n, 1)));
   std::vector<std::thread> pool;

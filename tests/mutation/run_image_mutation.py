@@ -3,7 +3,11 @@ seeded mutants of real images (bytes flipped, zeroed, inserted or cut off; JPEG 
 header sizes rewritten, the PNG CRC made valid again so the size reaches the decoder) are converted
 by the sanitizer build on 2 threads. Passes when the run exits 0 within its limit with no sanitizer
 or crash report, and every mutant is either a stored sample or listed in skipped.tsv with a reason.
-Usage: run_image_mutation.py --bin BUILD/hpctrain [--count N] [--seed S] [--work DIR]"""
+Then the loader's windowed decoder on stored bytes that `prepare` never saw: encoded shards whose
+photos are mutants (written with h5py, checksums valid, so the bytes reach the decoder), trained on
+for 3 steps with the random resized crop. Each trial must exit 0, or non-zero with an error naming
+the shard; never a sanitizer report, a crash or a hang.
+Usage: run_image_mutation.py --bin BUILD/hpctrain [--count N] [--window-trials T] [--seed S] [--work DIR]"""
 import argparse
 import io
 import os
@@ -83,6 +87,83 @@ def mutate(data, rng):
     return kind, bytes(b)
 
 
+def write_encoded_shard(template, path, blobs, labels):
+    """An encoded shard of `blobs` with the root attributes of `template` (a shard `prepare` wrote)."""
+    import h5py
+    with h5py.File(template, "r") as f, h5py.File(path, "w", libver="latest") as g:
+        for k in f.attrs:
+            g.attrs.create(k, f.attrs[k], dtype=f.attrs.get_id(k).dtype)
+        data = np.frombuffer(b"".join(blobs), np.uint8)
+        offsets = np.cumsum([0] + [len(b) for b in blobs]).astype(np.int64)
+        g.create_dataset("encoded", data=data, chunks=(min(65536, max(1, len(data))),), fletcher32=True)
+        g.create_dataset("offsets", data=offsets, fletcher32=True)
+        g.create_dataset("labels", data=np.asarray(labels, np.int32), fletcher32=True)
+
+
+def window_trials(args, bases, env, rng):
+    """Mutated photos inside valid encoded shards through the loader's windowed decoding; returns a list of failures."""
+    import h5py
+    from concurrent.futures import ThreadPoolExecutor
+    work = os.path.join(args.work, "window")
+    src = os.path.join(work, "in")
+    names = sorted(n for n in bases if n.endswith(".jpg"))  # the windowed path is JPEG's
+    for i, name in enumerate(names):
+        os.makedirs(os.path.join(src, f"c{i % 2}"), exist_ok=True)
+        open(os.path.join(src, f"c{i % 2}", name), "wb").write(bases[name])
+    enc = os.path.join(work, "enc")
+    p = subprocess.run([os.path.abspath(args.bin), "prepare", "--format", "imagefolder", "--input", src, "--output", enc,
+                        "--size", "24", "--storage", "encoded"], capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != 0:
+        return [f"prepare of the window trials' photos: exit {p.returncode}: {(p.stdout + p.stderr)[-2000:]}"]
+    template = os.path.join(enc, "train-00000-of-00001.h5")
+    with h5py.File(template, "r") as f:
+        data, off, labels = f["encoded"][:], f["offsets"][:], f["labels"][:]
+    blobs = [data[off[i]:off[i + 1]].tobytes() for i in range(len(off) - 1)]
+    trials = []
+    for t in range(args.window_trials):
+        k = rng.randrange(len(blobs))
+        kind, mutant = mutate(blobs[k], rng)
+        trials.append((t, k, kind, mutant))
+
+    def run(trial):
+        t, k, kind, mutant = trial
+        d = os.path.join(work, f"t{t:03d}")
+        os.makedirs(d)
+        shard = os.path.join(d, "train-00000-of-00001.h5")
+        write_encoded_shard(template, shard, blobs[:k] + [mutant] + blobs[k + 1:], labels)
+        shutil.copy(os.path.join(enc, "test-00000-of-00001.h5"), d)
+        # Training with the random resized crop reads every train photo through the windowed decoder
+        # (a new window each epoch); the start's vetting (which decodes every photo whole) and the
+        # evaluation are off, so no whole decode refuses the shard first.
+        cmd = [os.path.abspath(args.bin), "train", "--model.name", "mlp", "--train.device", "cpu",
+               "--train.global_batch", str(len(blobs)), "--train.max_steps", "3", "--train.epochs", "0", "--train.eval", "false", "--verify.enabled", "false",
+               "--data.crop_size", "16", "--data.random_resized_crop", "true", "--data.random_resized_crop_min_scale",
+               "0.02", "--data.flip", "true", "--data.loader_threads", "2", "--data.dir", d,
+               "--run.dir", os.path.join(d, "run")]
+        try:
+            q = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        except subprocess.TimeoutExpired:
+            return f"trial {t} ({kind} of sample {k}): HANG: {' '.join(cmd)}"
+        text = q.stdout + q.stderr
+        crash = [c for c in CRASH_PATTERNS if c in text]
+        if crash or (q.returncode != 0 and shard not in text):
+            return f"trial {t} ({kind} of sample {k}): exit {q.returncode}, {crash}: {text[-1500:]}"
+        shutil.rmtree(d)
+        if q.returncode == 0:
+            return "decoded"
+        why = [l for l in text.splitlines() if "error" in l]
+        return "refused: " + (why[-1] if why else text.strip().splitlines()[-1])
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(run, trials))
+    refused = [r for r in results if r.startswith("refused: ")]
+    print(f"image mutation: {args.window_trials} encoded shards with a mutated photo through the loader: "
+          f"{results.count('decoded')} decoded, {len(refused)} refused naming the shard, e.g.")
+    for r in refused[:3]:
+        print("  " + r[len("refused: "):][:300])
+    return [r for r in results if r != "decoded" and not r.startswith("refused: ")]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -91,6 +172,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", default="build-sanitize/image_mutation")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--window-trials", type=int, default=60)
     args = ap.parse_args()
     rng = random.Random(args.seed)
     bases = base_images(np.random.default_rng(args.seed))
@@ -137,12 +219,15 @@ def main():
             failures.append(f"an unmutated image was skipped: {orig_skipped}")
     print(f"image mutation: {args.count} mutants of {len(bases)} images (seed {args.seed}; {kinds}): "
           f"{stored} stored, {skipped} skipped with a reason")
+    if not failures:
+        failures += window_trials(args, bases, env, rng)
     if failures:
         print("image mutation: FAILED: " + "; ".join(failures))
         print(text[-4000:])
         return 1
     shutil.rmtree(args.work, ignore_errors=True)
-    print("image mutation: passed (exit 0, no sanitizer report, every file stored or listed)")
+    print("image mutation: passed (exit 0, no sanitizer report, every file stored or listed; the loader "
+          "decoded or refused every mutated photo)")
     return 0
 
 
