@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "mpi/peer_beacon.hpp"
+#include "mpi/flight_recorder.hpp"
 #include "mpi/whereabouts.hpp"
 #include "base/check.hpp"
 #include "base/log.hpp"
@@ -146,6 +147,12 @@ std::string probe_result_text(const std::vector<int>& unanswered, bool probed, d
   return "lost peers (no answer to a probe within " + fmt_s(window_s) + " s): " + describe_ranks(unanswered);
 }
 
+/// "; flight record: PATH (lined up with the other ranks' by: hpctrain inspect --flight RUN_DIR)", or
+/// "" when none was written.
+std::string flight_note(const std::string& path) {
+  return path.empty() ? std::string() : "; flight record: " + path + " (every rank's lined up by: " + flight_inspect_hint() + ")";
+}
+
 /// The watchdog gives up `s`: names the lost peers and ends the process. Watchdog thread only.
 [[noreturn]] void give_up(const Slot& s, double now, bool by_signal, const std::vector<int>& unanswered, bool probed,
                           double window_s, const std::map<int, std::string>& where) {
@@ -158,6 +165,7 @@ std::string probe_result_text(const std::vector<int>& unanswered, bool probed, d
   else
     msg += " waited " + fmt_s(now - s.start) + " s for peers and a probe went unanswered";
   msg += "; " + probe_result_text(unanswered, probed, window_s, where);
+  msg += flight_note(flight_recorder_dump("collective time-out: " + std::string(s.what)));
   msg += "; exiting with code " + std::to_string(s.exit_code) + " without MPI_Finalize (docs/exit_codes.md)";
   if (probed && !unanswered.empty()) {
     // The peers that answered may not be waiting (one in a long save, say) or may reach their limits
@@ -191,15 +199,16 @@ std::string probe_result_text(const std::vector<int>& unanswered, bool probed, d
   std::string lost = describe_ranks(n.lost);
   if (n.lost_count > static_cast<int>(n.lost.size()))
     lost += " and " + std::to_string(n.lost_count - static_cast<int>(n.lost.size())) + " more";
+  const std::string flight = flight_note(flight_recorder_dump(describe_ranks({n.from}) + " ends the run: lost peers " + lost));
   log_raw_err("hpctrain: fatal (" + rank_host_tag() + "): " + describe_ranks({n.from}) + " ends the run: lost peers " +
-              lost + " (no answer to its probe); this rank was " + where + "; exiting with code " +
+              lost + " (no answer to its probe); this rank was " + where + flight + "; exiting with code " +
               std::to_string(code) + " without MPI_Finalize (docs/exit_codes.md)");
   std::this_thread::sleep_for(std::chrono::duration<double>(kExitLingerS));
   exit_without_mpi(code);
 }
 
 void watchdog_loop() {
-  bool signal_noted = false;
+  bool signal_noted = false, flight_dumped = false;
   for (;;) {
     std::this_thread::sleep_for(std::chrono::duration<double>(kPollS));
     const double now = now_s();
@@ -229,6 +238,12 @@ void watchdog_loop() {
           do_probe = true;
         }
       }
+    }
+    if (sig_ns && !flight_dumped) {
+      // A stop signal: the launcher may kill this rank a second later (after a peer failed), so the
+      // record is written now, from this thread, whatever the compute thread is doing.
+      flight_dumped = true;
+      flight_recorder_dump("stop signal " + std::to_string(g_signo.load()));
     }
     if (sig_ns && in_bounded && !signal_noted && can_probe_peers()) {
       // A launcher ending the job (a lost node) sends SIGTERM and SIGKILL a second later: say at once

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 
+#include "mpi/flight_recorder.hpp"
+
 namespace ht {
 namespace {
 
@@ -43,21 +45,29 @@ void note_collective_begin(const char* what) {
     t_what[t_depth] = what;
   }
   ++t_depth;
-  g_latest_start.store(now_s());
+  const double t = now_s();
+  g_latest_start.store(t);
   g_latest_what.store(what);
   g_latest_seq.store(seq);
   g_open.fetch_add(1);
+  flight_record_begin(seq, what, g_step.load(std::memory_order_relaxed), g_phase.load(std::memory_order_relaxed), t);
 }
 
 void note_collective_end() {
   if (t_depth <= 0) return;
   --t_depth;
   g_open.fetch_sub(1);
-  g_done_at.store(now_s());
+  const double t = now_s();
+  g_done_at.store(t);
   if (t_depth < kDepth) {
     g_done_what.store(t_what[t_depth]);
     g_done_seq.store(t_seq[t_depth]);
+    flight_record_end(t_seq[t_depth], t);
   }
+}
+
+Whereabouts whereabouts_now() {
+  return Whereabouts{g_step.load(std::memory_order_relaxed), g_phase.load(std::memory_order_relaxed)};
 }
 
 std::string whereabouts_text() {

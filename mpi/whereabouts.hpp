@@ -15,9 +15,17 @@ void note_step(int64_t step);
 /// The phase this rank's compute thread is in ("data", "forward", "backward", "optimizer",
 /// "checkpoint", "evaluate"): a string literal, kept by pointer.
 void note_phase(const char* phase);
-/// A wait on peers begins (CollectiveWait; `what` is its literal name) and ends. Any thread.
+/// A wait on peers begins (CollectiveWait; `what` is its literal name) and ends; both are also
+/// recorded by the flight recorder (mpi/flight_recorder.hpp). Any thread.
 void note_collective_begin(const char* what);
 void note_collective_end();
+
+/// The step and phase noted last (step 0 and phase null before the first).
+struct Whereabouts {
+  int64_t step = 0;
+  const char* phase = nullptr;
+};
+Whereabouts whereabouts_now();
 
 /// One line: "step 12, phase forward; in 1 collective, the latest #41 'agree_step_flags ...' for 4.2 s"
 /// or "...; in no collective, the last #40 '...' finished 3.9 s ago" ("no step yet" before the first).

@@ -1,4 +1,4 @@
-// hpctrain inspect PATH | --validate DIR [--split train|test|all]
+// hpctrain inspect PATH | --validate DIR [--split train|test|all] | --flight RUN_DIR
 //   PATH a dataset shard: its schema (datasets, shapes, dtypes, chunking, filters, root attributes),
 //   then statistics (label histogram, per-channel pixel mean/std) and the reader's validation.
 //   PATH a checkpoint (root attribute format = "hpctrain-checkpoint"): handed to the checkpoint code.
@@ -19,6 +19,7 @@
 #include "io/dataset/dataset.hpp"
 #include "io/dataset/dataset_h5.hpp"
 #include "mpi/dist.hpp"
+#include "mpi/flight_report.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "base/error.hpp"
@@ -234,6 +235,8 @@ int inspect_run_dir(const std::string& dir) {
   std::string out = "run directory " + dir + "\n";
   for (const char* f : {"config.ini", "metrics.jsonl", "LATEST", "trace.json"})
     out += std::string("  ") + f + ": " + (fs::exists(fs::path(dir) / f) ? "present" : "absent") + "\n";
+  if (fs::is_directory(fs::path(dir) / "flight"))
+    out += "  flight/: flight records of a failure; lined up by: hpctrain inspect --flight " + dir + "\n";
   std::string latest;
   if (std::ifstream in(fs::path(dir) / "LATEST"); in) std::getline(in, latest);
   const auto saved = list_checkpoints(dir);
@@ -281,18 +284,25 @@ int validate_dir(const std::string& dir, const std::string& split) {
 }  // namespace
 
 int cmd_inspect(const Args& args) {
-  std::string validate, split = "all";
+  std::string validate, split = "all", flight;
   VetOptions vet;
   std::vector<std::string> paths;
   CommandLine cl("hpctrain inspect",
                  "usage: hpctrain inspect PATH                         summarise a dataset shard or checkpoint\n"
-                 "       hpctrain inspect --validate DIR [--split S]   validate a dataset directory (S: train, test, all)");
+                 "       hpctrain inspect --validate DIR [--split S]   validate a dataset directory (S: train, test, all)\n"
+                 "       hpctrain inspect --flight RUN_DIR             line up the ranks' flight records after a failure");
   cl.option("validate", &validate, "DIR", "validate the dataset directory DIR")
+      .option("flight", &flight, "RUN_DIR", "line up the ranks' flight records in RUN_DIR/flight (docs/exit_codes.md)")
       .option("split", &split, "S", "split to validate: train, test or all")
       .option("verify-timeout-s", &vet.timeout_s, "S", "time limit of the vetting of each file (docs/verify.md)")
       .positional("PATH", &paths, 1);
   if (!cl.parse(args)) return kExitOk;
   const std::string path = paths.empty() ? "" : paths[0];
+  if (!flight.empty()) {  // files only, no MPI exchange: every rank reads (so all fail alike), rank 0 prints
+    const std::string report = flight_report(flight);
+    if (dist().rank == 0) log_raw_out(report);
+    return kExitOk;
+  }
   if (path.empty() && validate.empty()) cl.fail("PATH or --validate DIR required");
   if (!(vet.timeout_s > 0)) cl.fail("--verify-timeout-s must be positive");
   if (!path.empty() && fs::is_directory(path) && validate.empty() && is_run_dir(path)) return inspect_run_dir(path);

@@ -10,6 +10,7 @@
 #include "base/log.hpp"
 #include "mpi/collective_guard.hpp"
 #include "mpi/dist.hpp"
+#include "mpi/flight_recorder.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "base/error.hpp"
@@ -126,7 +127,10 @@ int main(int argc, char** argv) {
     ht::log_raw_err("hpctrain: error (rank " + std::to_string(ht::dist().rank) + "): " + e.what());
     code = ht::kExitUsage;
   } catch (const std::exception& e) {
-    ht::log_raw_err("hpctrain: fatal (rank " + std::to_string(ht::dist().rank) + " on " + ht::dist().host + "): " + e.what());
+    // The flight record first (mpi/flight_recorder.hpp): what this rank last waited on peers for.
+    const std::string flight = ht::flight_recorder_dump(std::string("fatal error: ") + e.what());
+    ht::log_raw_err("hpctrain: fatal (rank " + std::to_string(ht::dist().rank) + " on " + ht::dist().host + "): " + e.what() +
+                    (flight.empty() ? "" : " (flight record: " + flight + ")"));
     code = ht::kExitRuntime;
   }
   return finish(code, from_exception);

@@ -14,6 +14,7 @@
 #include "base/hash.hpp"
 #include "mpi/gpu/communicator_factory.hpp"
 #include "mpi/dist.hpp"
+#include "mpi/flight_recorder.hpp"
 #include "base/clock.hpp"
 #include "base/log.hpp"
 #include "base/test_faults.hpp"
@@ -74,6 +75,9 @@ void Trainer::setup_local(int& threads) {
     fs::create_directories(cfg_.run.dir, ec);
     if (ec) throw UsageError("run.dir = " + cfg_.run.dir + ": cannot create directory: " + ec.message());
   }
+  // From here a time-out, a fatal error or a stop signal leaves this rank's flight record in
+  // run.dir/flight/ (mpi/flight_recorder.hpp).
+  flight_recorder_set_dir(cfg_.run.dir, dist().rank, dist().world_size, dist().host);
 }
 
 void Trainer::setup_test_faults() {

@@ -16,7 +16,9 @@ slow_rank: 2 ranks (dist.timeout_s = 4); rank 1's compute thread sleeps 60 s in 
   step 1 (HT_TEST_FAULTS slow_data_ms) while its other threads answer probes. Rank 0 must end within
   dist.timeout_s + 10 s saying that every peer answered and where each rank is: itself in step 1 waiting
   in a collective, rank 1 in step 1, phase data, in no collective (issue 27: the slow rank named, with
-  its step and phase, from the answer to the probe).
+  its step and phase, from the answer to the probe). Both ranks leave a flight record (rank 0 at its
+  time-out, rank 1 at the launcher's SIGTERM) and `hpctrain inspect --flight` names rank 1 as behind,
+  in step 1, phase data, outside the collective rank 0 waits in.
 Environment (ctest): HT_BIN, HT_MPIEXEC, OMPI_* for root/oversubscribe."""
 import json
 import os
@@ -217,6 +219,24 @@ def slow_rank(tmp):
         assert rc != 0, f"mpirun exited {rc}"
         line = [l for l in e.splitlines() if "where each rank is" in l][0]
         print(f"slow rank: rank 0 gone after {gone[pids[0]]:.1f} s; {line[line.index('where each rank is'):]}")
+        # The flight records: rank 0's at its time-out, rank 1's at the launcher's SIGTERM (written by
+        # its watchdog thread while the compute thread still sleeps); lined up by inspect --flight.
+        flight = os.path.join(d, "flight")
+        assert f"flight record: {flight}/rank-00000.json" in e, e
+        assert wait_gone(pids[1:], 15, time.time())[pids[1]] is not None, "rank 1 still running"
+        for r in (0, 1):
+            with open(os.path.join(flight, f"rank-{r:05d}.json")) as f:
+                rec = json.load(f)
+            assert rec["rank"] == r and rec["world_size"] == 2 and rec["entries"], rec
+        assert "collective time-out" in json.load(open(os.path.join(flight, "rank-00000.json")))["reason"]
+        assert "stop signal" in json.load(open(os.path.join(flight, "rank-00001.json")))["reason"]
+        q = subprocess.run([HT, "inspect", "--flight", d], capture_output=True, text=True, timeout=60)
+        assert q.returncode == 0, q.stdout + q.stderr
+        rep = q.stdout
+        assert "flight records of 2 of 2 ranks" in rep, rep
+        assert "(step 1): rank 0 waiting in it" in rep and "not entered by rank 1" in rep, rep
+        assert f"behind: rank 1 ({host}): step 1, phase data; in no collective" in rep, rep
+        print("slow rank: inspect --flight:\n" + rep)
     finally:
         cleanup(p, pids)
 

@@ -1,0 +1,193 @@
+// flight_report (flight_report.hpp): reads every rank's flight record and lines them up.
+#include "mpi/flight_report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "base/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ht {
+namespace {
+
+struct Wait {
+  std::string what, phase;
+  uint64_t occurrence = 0;
+  int64_t step = 0;
+  bool waiting = false;
+  double seconds = 0, began_s_ago = 0;
+};
+
+struct RankRecord {
+  int rank = 0, world_size = 0;
+  std::string host, reason, phase, file;
+  int64_t step = 0;
+  std::vector<Wait> waits;  // oldest first
+};
+
+RankRecord read_record(const fs::path& p) {
+  std::ifstream in(p);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    throw UsageError(p.string() + ": not a flight record (JSON: " + e.what() + ")");
+  }
+  auto field = [&](const nlohmann::json& o, const char* k) -> const nlohmann::json& {
+    if (!o.is_object() || !o.contains(k)) throw UsageError(p.string() + ": field '" + k + "' missing");
+    return o.at(k);
+  };
+  RankRecord r;
+  try {
+    if (field(j, "format") != "hpctrain flight record")
+      throw UsageError(p.string() + ": field 'format' is " + field(j, "format").dump() + ", not \"hpctrain flight record\"");
+    r.file = p.string();
+    r.rank = field(j, "rank").get<int>();
+    r.world_size = field(j, "world_size").get<int>();
+    r.host = field(j, "host").get<std::string>();
+    r.reason = field(j, "reason").get<std::string>();
+    r.step = field(j, "step").get<int64_t>();
+    r.phase = field(j, "phase").get<std::string>();
+    for (const auto& e : field(j, "entries")) {
+      Wait w;
+      w.what = field(e, "what").get<std::string>();
+      w.occurrence = field(e, "occurrence").get<uint64_t>();
+      w.step = field(e, "step").get<int64_t>();
+      w.phase = field(e, "phase").get<std::string>();
+      w.waiting = field(e, "state") == "waiting";
+      w.seconds = field(e, "seconds").get<double>();
+      w.began_s_ago = field(e, "began_s_ago").get<double>();
+      r.waits.push_back(std::move(w));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(p.string() + ": a field of the wrong type (" + e.what() + ")");
+  }
+  if (r.rank < 0 || r.world_size < 1 || r.rank >= r.world_size)
+    throw UsageError(p.string() + ": rank " + std::to_string(r.rank) + " outside world_size " + std::to_string(r.world_size));
+  return r;
+}
+
+// "rank 3" / "ranks 0, 2-5"
+std::string rank_list(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (i ? ", " : "") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string fmt_s(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", s);
+  return b;
+}
+
+std::string doing(const RankRecord& r) {
+  std::string out = "rank " + std::to_string(r.rank) + " (" + r.host + "): " +
+                    (r.step > 0 ? "step " + std::to_string(r.step) + ", phase " + (r.phase.empty() ? "?" : r.phase)
+                                : std::string("no step yet"));
+  const Wait* open = nullptr;
+  for (const Wait& w : r.waits)
+    if (w.waiting) open = &w;
+  if (open)
+    return out + "; waiting in '" + open->what + "' #" + std::to_string(open->occurrence) + " for " + fmt_s(open->seconds) +
+           " s";
+  if (r.waits.empty()) return out + "; no wait on peers recorded";
+  const Wait& last = r.waits.back();
+  return out + "; in no collective, its last '" + last.what + "' #" + std::to_string(last.occurrence) + " finished " +
+         fmt_s(last.began_s_ago - last.seconds) + " s before its record";
+}
+
+}  // namespace
+
+std::string flight_report(const std::string& run_dir) {
+  const fs::path dir = fs::path(run_dir) / "flight";
+  std::vector<RankRecord> recs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("rank-", 0) == 0 && e.path().extension() == ".json") recs.push_back(read_record(e.path()));
+  }
+  if (recs.empty())
+    throw UsageError(dir.string() + ": no flight record (rank-*.json); ranks write one on a collective time-out, a "
+                     "fatal error or a stop signal once their run directory exists");
+  std::sort(recs.begin(), recs.end(), [](const RankRecord& a, const RankRecord& b) { return a.rank < b.rank; });
+  int world = 0;
+  for (const RankRecord& r : recs) world = std::max(world, r.world_size);
+  std::set<int> present;
+  for (const RankRecord& r : recs) present.insert(r.rank);
+  std::vector<int> missing;
+  for (int q = 0; q < world; ++q)
+    if (!present.count(q)) missing.push_back(q);
+
+  std::string out = "flight records of " + std::to_string(recs.size()) + " of " + std::to_string(world) + " ranks in " +
+                    dir.string() + "\n";
+  for (const RankRecord& r : recs) out += "  rank " + std::to_string(r.rank) + " wrote it on: " + r.reason + "\n";
+
+  // The wait most ranks are in (ties: the earliest step), matched by name and occurrence.
+  std::map<std::pair<std::string, uint64_t>, std::vector<const RankRecord*>> open;
+  for (const RankRecord& r : recs)
+    for (const Wait& w : r.waits)
+      if (w.waiting) open[{w.what, w.occurrence}].push_back(&r);
+  if (open.empty()) {
+    out += "no rank was waiting on peers when it wrote its record:\n";
+    for (const RankRecord& r : recs) out += "  " + doing(r) + "\n";
+  } else {
+    auto step_of = [&](const auto& group) {
+      for (const Wait& w : group.second.front()->waits)
+        if (w.waiting && w.what == group.first.first && w.occurrence == group.first.second) return w.step;
+      return int64_t{0};
+    };
+    auto stuck = open.begin();
+    for (auto it = std::next(open.begin()); it != open.end(); ++it)
+      if (it->second.size() > stuck->second.size() ||
+          (it->second.size() == stuck->second.size() && step_of(*it) < step_of(*stuck)))
+        stuck = it;
+    const int64_t stuck_step = step_of(*stuck);
+    const auto& [what, occ] = stuck->first;
+    std::vector<int> waiting, finished, never;
+    std::vector<const RankRecord*> behind;
+    double longest = 0;
+    for (const RankRecord& r : recs) {
+      const Wait* same = nullptr;
+      uint64_t latest_occ = 0;
+      for (const Wait& w : r.waits)
+        if (w.what == what) {
+          latest_occ = std::max(latest_occ, w.occurrence);
+          if (w.occurrence == occ) same = &w;
+        }
+      if (same && same->waiting) {
+        waiting.push_back(r.rank);
+        longest = std::max(longest, same->seconds);
+      } else if (same || latest_occ > occ) {
+        finished.push_back(r.rank);
+      } else {
+        never.push_back(r.rank);
+        behind.push_back(&r);
+      }
+    }
+    out += "'" + what + "' #" + std::to_string(occ) + " (step " + std::to_string(stuck_step) + "): " +
+           rank_list(waiting) + " waiting in it (up to " + fmt_s(longest) + " s)";
+    if (!finished.empty()) out += "; " + rank_list(finished) + " finished it";
+    out += never.empty() ? "; every rank with a record entered it\n" : "; not entered by " + rank_list(never) + "\n";
+    constexpr size_t kNamed = 8;
+    for (size_t i = 0; i < behind.size() && i < kNamed; ++i) out += "  behind: " + doing(*behind[i]) + "\n";
+    if (behind.size() > kNamed) out += "  and " + std::to_string(behind.size() - kNamed) + " more ranks behind\n";
+  }
+  if (!missing.empty())
+    out += "no record from " + rank_list(missing) + " (lost, killed before writing, or without a run directory)\n";
+  return out;
+}
+
+}  // namespace ht
