@@ -236,7 +236,8 @@ int inspect_run_dir(const std::string& dir) {
   for (const char* f : {"config.ini", "metrics.jsonl", "LATEST", "trace.json"})
     out += std::string("  ") + f + ": " + (fs::exists(fs::path(dir) / f) ? "present" : "absent") + "\n";
   if (fs::is_directory(fs::path(dir) / "flight"))
-    out += "  flight/: flight records of a failure; lined up by: hpctrain inspect --flight " + dir + "\n";
+    out += "  flight/: flight records (written at a time-out, a fatal error or a stop signal); lined up by: "
+           "hpctrain inspect --flight " + dir + "\n";
   std::string latest;
   if (std::ifstream in(fs::path(dir) / "LATEST"); in) std::getline(in, latest);
   const auto saved = list_checkpoints(dir);
