@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -341,7 +342,8 @@ void note_stop_signal(int signo) noexcept {
   if (g_signal_ns.compare_exchange_strong(expected, ns)) g_signo.store(signo);
 }
 
-CollectiveWait::CollectiveWait(const char* what, WaitKind kind, int exit_code) {
+CollectiveWait::CollectiveWait(const char* what, WaitKind kind, int exit_code)
+    : unwinding_(std::uncaught_exceptions()) {
   note_collective_begin(what);  // where this rank is, for the peers that probe it (mpi/whereabouts.hpp)
   if (!g_running.load()) return;
   ++t_open;
@@ -372,7 +374,7 @@ CollectiveWait::CollectiveWait(const char* what, WaitKind kind, int exit_code) {
 }
 
 CollectiveWait::~CollectiveWait() {
-  note_collective_end();
+  note_collective_end(std::uncaught_exceptions() <= unwinding_);  // an error leaving the scope: "failed"
   if (counted_) --t_open;
   if (relaxed_) --t_relaxed;
   if (slot_ < 0) return;

@@ -85,6 +85,7 @@ class CollectiveWait {
   int slot_ = -1;
   bool relaxed_ = false;
   bool counted_ = false;  ///< counted in this thread's open scopes (collective_wait_open)
+  int unwinding_ = 0;     ///< std::uncaught_exceptions() at construction
 };
 
 /// Probes every peer as the watchdog does (at most `window_s` seconds; the UDP beacon, else over MPI)

@@ -27,6 +27,7 @@ struct Entry {
   int64_t step = 0;
   const char* phase = nullptr;
   double t_begin = 0, t_end = 0;  // t_end 0: still waiting
+  bool failed = false;            // ended by an error, not completed
   int thread = 0;
 };
 
@@ -61,13 +62,16 @@ void flight_record_begin(uint64_t seq, const char* what, int64_t step, const cha
   e.phase = phase;
   e.t_begin = t;
   e.t_end = 0;
+  e.failed = false;
   e.thread = t_thread;
 }
 
-void flight_record_end(uint64_t seq, double t) {
+void flight_record_end(uint64_t seq, double t, bool completed) {
   std::lock_guard lk(g_mu);
   Entry& e = g_ring[seq % kFlightEntries];
-  if (e.seq == seq) e.t_end = t;
+  if (e.seq != seq) return;
+  e.t_end = t;
+  e.failed = !completed;
 }
 
 void flight_recorder_set_dir(const std::string& run_dir, int rank, int world_size, const std::string& host) {
@@ -109,7 +113,7 @@ std::string flight_recorder_dump(const std::string& reason) noexcept {
         const bool done = e.t_end > 0;
         entries.push_back({{"seq", e.seq}, {"what", e.what ? e.what : "?"}, {"occurrence", e.occurrence},
                            {"step", e.step}, {"phase", e.phase ? e.phase : ""}, {"thread", e.thread},
-                           {"state", done ? "done" : "waiting"}, {"began_s_ago", now - e.t_begin},
+                           {"state", !done ? "waiting" : e.failed ? "failed" : "done"}, {"began_s_ago", now - e.t_begin},
                            {"seconds", (done ? e.t_end : now) - e.t_begin}});
       }
       j["entries"] = std::move(entries);

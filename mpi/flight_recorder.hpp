@@ -20,8 +20,9 @@ inline constexpr int kFlightEntries = 256;
 /// Wait `seq` (this rank's count of waits begun, from 1) began: `what` is its literal name, `step`
 /// and `phase` where the compute thread was, `t` seconds on CLOCK_MONOTONIC. Any thread.
 void flight_record_begin(uint64_t seq, const char* what, int64_t step, const char* phase, double t);
-/// Wait `seq` ended at `t` (no effect once its entry was overwritten). Any thread.
-void flight_record_end(uint64_t seq, double t);
+/// Wait `seq` ended at `t`, completed or by an error (no effect once its entry was overwritten).
+/// Any thread.
+void flight_record_end(uint64_t seq, double t, bool completed = true);
 
 /// Where dumps go (RUN_DIR/flight/), and this rank's identity in them. Set by the trainer once the
 /// run directory exists; until then flight_recorder_dump writes nothing.

@@ -61,7 +61,7 @@ RankRecord read_record(const fs::path& p) {
       w.occurrence = field(e, "occurrence").get<uint64_t>();
       w.step = field(e, "step").get<int64_t>();
       w.phase = field(e, "phase").get<std::string>();
-      w.waiting = field(e, "state") == "waiting";
+      w.waiting = field(e, "state") != "done";  // "waiting", or "failed": ended by an error, never completed
       w.seconds = field(e, "seconds").get<double>();
       w.began_s_ago = field(e, "began_s_ago").get<double>();
       r.waits.push_back(std::move(w));

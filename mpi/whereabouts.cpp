@@ -53,7 +53,7 @@ void note_collective_begin(const char* what) {
   flight_record_begin(seq, what, g_step.load(std::memory_order_relaxed), g_phase.load(std::memory_order_relaxed), t);
 }
 
-void note_collective_end() {
+void note_collective_end(bool completed) {
   if (t_depth <= 0) return;
   --t_depth;
   g_open.fetch_sub(1);
@@ -62,7 +62,7 @@ void note_collective_end() {
   if (t_depth < kDepth) {
     g_done_what.store(t_what[t_depth]);
     g_done_seq.store(t_seq[t_depth]);
-    flight_record_end(t_seq[t_depth], t);
+    flight_record_end(t_seq[t_depth], t, completed);
   }
 }
 

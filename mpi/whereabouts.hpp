@@ -6,6 +6,7 @@
 // "one is slow". Lock-free: atomics written by the compute and communication threads, read by the
 // beacon's answering thread.
 #include <cstdint>
+#include <exception>
 #include <string>
 
 namespace ht {
@@ -18,7 +19,23 @@ void note_phase(const char* phase);
 /// A wait on peers begins (CollectiveWait; `what` is its literal name) and ends; both are also
 /// recorded by the flight recorder (mpi/flight_recorder.hpp). Any thread.
 void note_collective_begin(const char* what);
-void note_collective_end();
+/// `completed` false: the wait ended by an error (an exception leaving its scope), so its flight
+/// record entry says "failed", not "done".
+void note_collective_end(bool completed = true);
+
+/// note_collective_begin/end as a scope, for waits on peers bounded elsewhere than by the watchdog
+/// (the NCCL path polls under dist.timeout_s itself, mpi/gpu/nccl_communicator.cu), so they are in
+/// the whereabouts and the flight record too.
+class NotedWait {
+ public:
+  explicit NotedWait(const char* what) : unwinding_(std::uncaught_exceptions()) { note_collective_begin(what); }
+  ~NotedWait() { note_collective_end(std::uncaught_exceptions() <= unwinding_); }
+  NotedWait(const NotedWait&) = delete;
+  NotedWait& operator=(const NotedWait&) = delete;
+
+ private:
+  int unwinding_;
+};
 
 /// The step and phase noted last (step 0 and phase null before the first).
 struct Whereabouts {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "cuda/check.hpp"
+#include "mpi/whereabouts.hpp"
 #include "mpi/check.hpp"
 #include "mpi/collective_guard.hpp"
 #include "cuda/cuda_context.hpp"
@@ -212,8 +213,11 @@ class NcclCommunicator final : public Communicator {
     const std::string name = std::string(what) + " of " + std::to_string(data.size()) + " floats";
     check_usable(name);
     order_after_compute();
-    ncclResult_t rc = ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat, op, comm_, comm_stream_);
-    after_enqueue(rc, name);
+    {
+      NotedWait noted("NCCL allreduce of a gradient bucket: enqueued on the communication stream");
+      ncclResult_t rc = ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat, op, comm_, comm_stream_);
+      after_enqueue(rc, name);
+    }
   }
 
   // The bf16 wire: round into this operation's copy, average the copy, widen back, all on the
@@ -233,8 +237,11 @@ class NcclCommunicator final : public Communicator {
       to_bf16_kernel<<<wire_blocks(n), 256, 0, comm_stream_>>>(data.data(), w, n);
       HT_CUDA_CHECK(cudaGetLastError());
     }
-    ncclResult_t rc = ncclAllReduce(w, w, n, ncclBfloat16, ncclAvg, comm_, comm_stream_);
-    after_enqueue(rc, name);
+    {
+      NotedWait noted("NCCL allreduce of a gradient bucket: enqueued on the communication stream");
+      ncclResult_t rc = ncclAllReduce(w, w, n, ncclBfloat16, ncclAvg, comm_, comm_stream_);
+      after_enqueue(rc, name);
+    }
     if (n > 0) {
       from_bf16_kernel<<<wire_blocks(n), 256, 0, comm_stream_>>>(w, data.data(), n);
       HT_CUDA_CHECK(cudaGetLastError());
@@ -264,6 +271,8 @@ class NcclCommunicator final : public Communicator {
 
   // Waits (polling) for all work on the communication stream, then orders the compute stream after it.
   void wait(const std::string& op) {
+    // In the flight record while it lasts: a time-out below leaves it "waiting" there.
+    NotedWait noted("NCCL wait for the communication stream's event (every enqueued gradient bucket done)");
     HT_CUDA_CHECK(cudaEventRecord(done_, comm_stream_));
     cudaError_t cerr = cudaSuccess;
     ncclResult_t st = ncclSuccess;

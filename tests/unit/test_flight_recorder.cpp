@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "base/error.hpp"
 #include "mpi/flight_recorder.hpp"
@@ -50,6 +51,12 @@ TEST_CASE("flight recorder: the latest waits, oldest first, occurrences per name
     note_collective_begin(i % 3 == 0 ? "agree_step_flags" : "bucket allreduce");
     note_collective_end();
   }
+  // A wait left by an exception (a time-out, an MPI error) is "failed", not "done".
+  try {
+    NotedWait noted("failing wait");
+    throw std::runtime_error("x");
+  } catch (const std::runtime_error&) {
+  }
   note_step(42);
   note_phase("optimizer");
   note_collective_begin("bucket allreduce");
@@ -74,8 +81,10 @@ TEST_CASE("flight recorder: the latest waits, oldest first, occurrences per name
   CHECK(last["step"] == 42);
   CHECK(last["phase"] == "optimizer");
   CHECK(last["occurrence"] == 201);  // 200 of the 300 were bucket allreduces, this is the 201st
-  CHECK(e[e.size() - 2]["state"] == "done");
-  CHECK(e[e.size() - 2]["step"] == 41);
+  CHECK(e[e.size() - 2]["what"] == "failing wait");
+  CHECK(e[e.size() - 2]["state"] == "failed");
+  CHECK(e[e.size() - 3]["state"] == "done");
+  CHECK(e[e.size() - 3]["step"] == 41);
   // No temporary file left beside it.
   int files = 0;
   for (const auto& f : fs::directory_iterator(dir / "flight")) files += f.is_regular_file();
