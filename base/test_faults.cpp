@@ -26,6 +26,7 @@ const std::vector<TestFaultName>& test_fault_names() {
       {"verify.child_hang", "verify: the vetting child sleeps forever on a file whose path contains this text"},
       {"doctor.gpu_uuids", "doctor: visible GPUs as comma-separated UUIDs, or none"},
       {"doctor.hosts", "doctor: host names (pretend ranks run on different hosts)"},
+      {"doctor.qualify_slowdown", "doctor --qualify: factor (>= 1) on the rank's measured compute and network times"},
       {"doctor.cudnn_version", "doctor: RUNTIME[/BUILT] cuDNN version (integer) or missing"},
       {"doctor.nccl_version", "doctor: RUNTIME[/BUILT] NCCL version (integer) or missing"},
       {"doctor.hdf5_version", "doctor: run-time HDF5 version (1.10.7)"},

@@ -28,6 +28,7 @@
 #include "mpi/check.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/communicator.hpp"
+#include "mpi/collective_guard.hpp"
 #include "mpi/dist.hpp"
 #include "mpi/gpu/nccl_communicator.hpp"
 #include "base/error.hpp"
@@ -37,6 +38,7 @@
 #include "src/cli/doctor_analysis.hpp"
 #include "src/cli/doctor_print.hpp"
 #include "src/cli/doctor_probe.hpp"
+#include "src/cli/doctor_qualify.hpp"
 #include "src/cli/doctor_report.hpp"
 
 namespace ht {
@@ -57,7 +59,12 @@ void print_help() {
                "  --allreduce-mb MB   size of the test allreduce (default 4)\n"
                "  --min-free-gb GB    less free space than this in the run directory is a problem (default 2)\n"
                "  --timeout-s S       time limit of NCCL initialisation and of each test allreduce (default 60)\n"
-               "  --json FILE         also write the full report as JSON (rank 0)\n");
+               "  --json FILE         also write the full report as JSON (rank 0)\n"
+               "  --qualify           also rate each node: a GEMM on every rank's device and the network\n"
+               "                      between every pair of nodes; nodes below a fraction of the median\n"
+               "                      node are named and make the exit code 1\n"
+               "  --qualify-fraction F  that fraction (default 0.8, in (0, 1])\n"
+               "  --qualify-seconds S   time of the compute check per rank (default 2)\n");
 }
 
 /// Parses the options (long options only, "--name value" or "--name=value", the last one given wins).
@@ -72,7 +79,10 @@ DoctorOptions parse_options(const Args& args) {
       ("allreduce-mb", po::value<std::string>())
       ("min-free-gb", po::value<std::string>())
       ("timeout-s", po::value<std::string>())
-      ("json", po::value<std::string>());
+      ("json", po::value<std::string>())
+      ("qualify", po::bool_switch())
+      ("qualify-fraction", po::value<std::string>())
+      ("qualify-seconds", po::value<std::string>());
   namespace style = po::command_line_style;
   po::parsed_options parsed(&desc);
   try {
@@ -115,6 +125,16 @@ DoctorOptions parse_options(const Args& args) {
     else if (opt.string_key == "min-free-gb") o.min_free_gb = number();
     else if (opt.string_key == "timeout-s") o.timeout_s = number();
     else if (opt.string_key == "json") o.json_path = v;
+    else if (opt.string_key == "qualify") o.qualify = true;
+    else if (opt.string_key == "qualify-fraction") {
+      o.qualify_fraction = number();
+      if (!(o.qualify_fraction > 0 && o.qualify_fraction <= 1))
+        throw UsageError("hpctrain doctor: option --qualify-fraction: '" + v + "' is not in (0, 1]");
+    } else if (opt.string_key == "qualify-seconds") {
+      o.qualify_seconds = number();
+      if (!(o.qualify_seconds > 0 && o.qualify_seconds <= 600))
+        throw UsageError("hpctrain doctor: option --qualify-seconds: '" + v + "' is not in (0, 600]");
+    }
   }
   return o;
 }
@@ -288,15 +308,78 @@ int cmd_doctor(const Args& args) {
   report.allreduce.push_back(skipped_nccl("not built with CUDA"));
 #endif
 
+  // Node qualification: every rank measures, rank 0 rates the nodes (src/cli/doctor_qualify.hpp).
+  std::vector<NodeQualification> nodes;
+  std::string qualify_skipped;
+  if (o.qualify) {
+    const bool gpu = o.device == DoctorDevice::cuda;
+    if (dist_any(gpu && nccl_device < 0)) {
+      qualify_skipped = "node qualification skipped: a rank has no GPU of its own to measure (see the problems above)\n";
+    } else {
+#if defined(HT_HAVE_CUDA)
+      if (gpu) HT_CUDA_CHECK(cudaSetDevice(nccl_device));
+#endif
+      double slowdown = 1;
+      if (auto f = faults.text_for_rank("doctor.qualify_slowdown", d.rank)) {
+        try {
+          slowdown = std::stod(*f);
+        } catch (const std::exception&) {
+          slowdown = 0;
+        }
+        if (!(slowdown >= 1)) throw UsageError("HT_TEST_FAULTS: doctor.qualify_slowdown '" + *f + "' is not a number >= 1");
+      }
+      const std::vector<std::string> hosts =
+          dist_allgather_strings(faults.text_for_rank("doctor.hosts", d.rank).value_or(d.host),
+                                 "doctor --qualify: the host of every rank (MPI_Allgather)");
+      QualifyMeasure m;
+      m.gflops = qualify_compute(gpu ? Device::cuda : Device::cpu, o.qualify_seconds, slowdown);
+      m.gbps_by_node = qualify_network(d, hosts, 8, 4, slowdown);
+      // Rank 0 collects every rank's figures: 1 + K doubles each.
+      const int K = static_cast<int>(std::max<size_t>(m.gbps_by_node.size(), 1));
+      std::vector<double> mine(static_cast<size_t>(K) + 1, 0.0), all(d.rank == 0 ? (K + 1) * d.world_size : 0);
+      mine[0] = m.gflops;
+      std::copy(m.gbps_by_node.begin(), m.gbps_by_node.end(), mine.begin() + 1);
+      {
+        CollectiveWait wait("doctor --qualify: the figures to rank 0 (MPI_Gather)");
+        HT_MPI_CHECK(MPI_Gather(mine.data(), K + 1, MPI_DOUBLE, all.data(), K + 1, MPI_DOUBLE, 0, d.world));
+      }
+      if (d.rank == 0) {
+        std::vector<QualifyMeasure> ms(static_cast<size_t>(d.world_size));
+        for (int r = 0; r < d.world_size; ++r) {
+          const double* p = all.data() + static_cast<size_t>(r) * (K + 1);
+          ms[static_cast<size_t>(r)].gflops = p[0];
+          ms[static_cast<size_t>(r)].gbps_by_node.assign(p + 1, p + 1 + K);
+        }
+        nodes = qualify_nodes(hosts, ms, o.qualify_fraction);
+      }
+    }
+  }
+
   int code = kExitOk;
   if (d.rank == 0) {
+    for (const NodeQualification& n : nodes)
+      if (n.slow_compute || n.slow_network)
+        report.problems.push_back(Problem{Severity::error, "qualify",
+                                          n.host + " (" + (n.ranks.size() == 1 ? "rank " : "ranks ") +
+                                              std::to_string(n.ranks.front()) +
+                                              (n.ranks.size() > 1 ? "-" + std::to_string(n.ranks.back()) : "") +
+                                              ") is below " + std::to_string(o.qualify_fraction).substr(0, 4) +
+                                              " x the median node in " +
+                                              (n.slow_compute && n.slow_network ? "compute and network"
+                                               : n.slow_compute                 ? "compute"
+                                                                                : "network"),
+                                          "leave the node out of the job (sbatch --exclude=" + n.host +
+                                              ") and report it to the cluster's administrators"});
     for (auto& p : allreduce_problems(report.allreduce, run_nccl != 0)) report.problems.push_back(std::move(p));
     report.ranks = std::move(reps);
     report.exit_code = code = exit_code_for(report.problems);
     log_raw_out(format_report(report, o.device));
+    if (o.qualify) log_raw_out(qualify_skipped.empty() ? format_qualification(nodes, o.qualify_fraction) : qualify_skipped);
     if (!o.json_path.empty()) {
       std::ofstream f(o.json_path);
-      f << json(report).dump(2) << "\n";
+      json j = report;
+      if (o.qualify) j["qualification"] = nodes;
+      f << j.dump(2) << "\n";
       if (!f) throw RuntimeError("doctor: cannot write " + o.json_path);
     }
   }

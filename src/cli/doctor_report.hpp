@@ -28,6 +28,9 @@ struct DoctorOptions {
   double min_free_gb = 2;    ///< less free space (GiB) in the run directory is an error
   double timeout_s = 60;     ///< time limit of NCCL initialisation and of each allreduce, seconds
   std::string json_path;     ///< empty: no JSON file
+  bool qualify = false;          ///< also rate every node's compute and network (src/cli/doctor_qualify.hpp)
+  double qualify_fraction = 0.8; ///< a node below this fraction of the median node is named
+  double qualify_seconds = 2;    ///< time of the compute check per rank
 };
 
 /// A cuDNN or NCCL version pair in the libraries' integer encoding (major*10000+minor*100+patch, or
