@@ -5,7 +5,8 @@
 # interfaces are listed with what MPI and NCCL would use, and a node with several candidates and
 # nothing chosen gets a warning naming them and the variables to set; a different hpctrain binary on
 # node2 (another file bind-mounted over the path, in node2's mount namespace only) and a different HDF5
-# on node2's ranks (doctor.hdf5_version) are problems naming node2.
+# on node2's ranks (doctor.hdf5_version) are problems naming node2; `doctor --qualify` names node2 when
+# its ranks are slowed.
 HT_CLUSTER_NETS=2 HT_TEST_LIMIT_S=${HT_TEST_LIMIT_S:-200}
 export HT_CLUSTER_NETS
 source "$(dirname "$0")/lib.sh"
@@ -73,4 +74,21 @@ assert hashes["node1"] != hashes["node2"], hashes
 h5 = [p for p in r["problems"] if p["area"] == "hdf5" and "different HDF5" in p["what"]]
 assert h5 and "ranks 2, 3: HDF5 1.10.7" in h5[0]["what"], r["problems"]
 PY
-echo "PASS: doctor across 2 nodes: per-node local_rank/GPU, interfaces and selection, binary and HDF5 differences on node2"
+# 4. Node qualification over the cluster's real links (issue 27): node2's ranks' measured times made
+# 10x longer (doctor.qualify_slowdown); node2 named for compute (with 2 nodes the network is measured
+# but not rated), both nodes' links measured.
+mpirun --bind-to none --host node1:2,node2:2 -x HT_TEST_FAULTS='doctor.qualify_slowdown=1|1|10|10' "$HT_BIN" doctor \
+  --device cpu --run-dir "$work/runs" --min-free-gb 0 --qualify --qualify-seconds 0.5 --qualify-fraction 0.3 \
+  --json d4.json >d4.log 2>&1
+rc=$?
+[[ $rc == 1 ]] || fail "doctor --qualify with node2 slowed exited $rc, expected 1"
+grep -q '1 of 2 nodes qualified; slow: node2 (compute)' d4.log || fail "doctor --qualify did not name node2"
+py d4.json <<'PY' || fail "doctor report (run 4)"
+import json, sys
+q = {n["host"]: n for n in json.load(open(sys.argv[1]))["qualification"]}
+assert sorted(q) == ["node1", "node2"], q
+assert q["node2"]["slow_compute"] and not q["node1"]["slow_compute"], q
+assert q["node1"]["ranks"] == [0, 1] and q["node2"]["ranks"] == [2, 3], q
+assert all(n["gbps"] > 0 and n["gflops"] > 0 and not n["slow_network"] for n in q.values()), q
+PY
+echo "PASS: doctor across 2 nodes: per-node local_rank/GPU, interfaces and selection, binary and HDF5 differences on node2, qualification naming node2"
