@@ -12,6 +12,7 @@ enum ExitCode : int {
   kExitRuntime = 1,    ///< runtime failure: names rank, step and cause
   kExitUsage = 2,      ///< invalid usage, config, dataset or checkpoint: names file, field, value
   kExitBudget = 3,     ///< stopped before crossing run.max_hours / max_gpu_hours / max_cost, checkpoint saved
+  kExitSlowRank = 4,   ///< stopped after a checkpoint: one rank judged slow too long (watchdog.slow_rank_stop_windows)
   kExitStopped = 75,   ///< EX_TEMPFAIL: stopped by a signal after saving a checkpoint; rerun to resume
 };
 

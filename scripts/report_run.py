@@ -128,7 +128,7 @@ class Run:
         """Training time a checkpoint cost: collecting the state and waiting for the previous write;
         a final, signal or budget checkpoint is also waited for."""
         lost = (num(c.get("copy_ms")) or 0.0) + (num(c.get("stall_ms")) or 0.0)
-        if c.get("reason") in ("final", "signal", "budget"):
+        if c.get("reason") in ("final", "signal", "budget", "slow_rank"):
             lost += num(c.get("write_ms")) or 0.0
         return lost
 

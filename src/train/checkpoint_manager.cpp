@@ -342,6 +342,8 @@ bool CheckpointManager::step_end() {
     // Budget (src/train/budget.hpp): stop while one more step and the checkpoint still fit.
     if (prog_.step < total_steps_ && budget_reason_.empty())
       if (auto why = t_.budget().would_cross()) budget_reason_ = *why, local |= kFlagBudget;
+    if (prog_.step < total_steps_ && slow_reason_.empty())
+      if (auto why = t_.watchdog().slow_rank_stop()) slow_reason_ = *why, local |= kFlagSlowRank;
   }
   const uint32_t flags = world_ > 1 ? agree_step_flags(local) : local;
   if (flags & kFlagWriteFailed) {
@@ -357,6 +359,10 @@ bool CheckpointManager::step_end() {
     budget_stop_ = true;
     return true;
   }
+  if (flags & kFlagSlowRank) {
+    slow_stop_ = true;
+    return true;
+  }
   if (prog_.step >= total_steps_ || prog_.step == last_saved_step_) return false;  // the final save is run_end's
   if (auto reason = schedule_.decide(prog_.step, (flags & kFlagCheckpoint) != 0)) save(false, *reason);
   return false;
@@ -366,7 +372,7 @@ void CheckpointManager::run_end(TrainSummary& s) {
   const TrainProgress& p = prog_;
   if (!failed_) {
     if (p.step != last_saved_step_) {
-      save(true, stop_ ? "signal" : budget_stop_ ? "budget" : "final");
+      save(true, stop_ ? "signal" : budget_stop_ ? "budget" : slow_stop_ ? "slow_rank" : "final");
     } else if (rank_ == 0) {
       try {
         writer_->wait();
@@ -420,6 +426,14 @@ void CheckpointManager::run_end(TrainSummary& s) {
                     "the same command to resume (exit code 3)",
                     budget_reason_.c_str(), static_cast<long long>(p.step),
                     checkpoint_path(cfg_.run.dir, p.step).c_str()));
+    }
+  } else if (slow_stop_) {
+    s.exit_code = kExitSlowRank;
+    s.status = RunStatus::slow_rank;
+    if (rank_ == 0) {
+      log_info(strf("hpctrain: slow rank: %s: stopped after step %lld, checkpoint %s saved; rerun the same command "
+                    "without that host to resume (sbatch --exclude=HOST; exit code 4)",
+                    slow_reason_.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str()));
     }
   }
 }

@@ -86,6 +86,8 @@ class CheckpointManager {
   bool stop_ = false, failed_ = false, raised_ = false;
   bool budget_stop_ = false;   // every rank: run.max_* reached (kFlagBudget agreed)
   std::string budget_reason_;  // rank 0: which limit, with the figures
+  bool slow_stop_ = false;     // every rank: watchdog.slow_rank_stop_windows reached (kFlagSlowRank agreed)
+  std::string slow_reason_;    // rank 0: which rank, host and windows
   std::string fail_message_;
   struct Pending {
     double copy_ms = 0, stall_ms = 0;

@@ -172,6 +172,9 @@ template <class C, class F> void visit_keys(C& c, F&& f) {
   f("watchdog.min_gpu_util_pct", c.watchdog.min_gpu_util_pct, "warn below this GPU utilisation (NVML)", closed(0, 100));
   f("watchdog.max_rank_spread", c.watchdog.max_rank_spread, "warn when the slowest rank is this many times the median", open_lo(1, 1e6));
   f("watchdog.repeat_minutes", c.watchdog.repeat_minutes, "repeat a kind of warning at most every N minutes", closed(0, 1e6));
+  f("watchdog.slow_rank_stop_windows", c.watchdog.slow_rank_stop_windows,
+    "save a checkpoint and stop (exit 4) once the same rank is judged slow in this many windows in a row (0: never)",
+    closed(0, 1e6));
   f("trace.enabled", c.trace.enabled, "write a Chrome trace", kNoRange);
   f("cuda.workspace_mb", c.cuda.workspace_mb, "cuDNN workspace cap per convolution", closed(0, 1e7));
 }

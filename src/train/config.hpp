@@ -117,6 +117,7 @@ struct Config {
     double min_gpu_util_pct = 70;      ///< warn when NVML utilisation stays below this (GPU runs)
     double max_rank_spread = 1.5;      ///< warn when the slowest rank's busy time exceeds the median's by this factor
     double repeat_minutes = 10;        ///< the same kind of warning at most once per this many minutes
+    int64_t slow_rank_stop_windows = 0; ///< > 0: stop after a checkpoint once one rank is slow this many windows in a row
   } watchdog;
   struct Trace {
     bool enabled = false;              ///< Chrome trace (trace.json) of every rank's spans

@@ -54,6 +54,7 @@ enum StepFlag : uint32_t {
   kFlagCheckpoint = 1u << 1,  ///< a time-based checkpoint is due (rank 0's clock)
   kFlagWriteFailed = 1u << 2, ///< rank 0's background checkpoint write failed
   kFlagBudget = 1u << 3,      ///< one more step would cross run.max_* (rank 0's RunBudget, src/train/budget.hpp)
+  kFlagSlowRank = 1u << 4,    ///< rank 0's watchdog: one rank slow too long (watchdog.slow_rank_stop_windows)
 };
 /// OR of `local` over all ranks (one MPI_Allreduce with MPI_BOR on MPI_COMM_WORLD); every rank must
 /// call it at the same step boundary. Bounded by dist.timeout_s (a CollectiveWait). Without MPI

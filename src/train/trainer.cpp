@@ -40,6 +40,7 @@ const char* to_string(RunStatus s) {
     case RunStatus::finished: return "finished";
     case RunStatus::stopped: return "stopped";
     case RunStatus::budget: return "budget";
+    case RunStatus::slow_rank: return "slow_rank";
     case RunStatus::checkpoint_failed: return "checkpoint_failed";
   }
   return "?";
@@ -417,7 +418,8 @@ void Trainer::write_run_end(double wall_s) {
   const auto saved = list_checkpoints(cfg_.run.dir);
   text += "run directory: " + cfg_.run.dir + " (config.ini, metrics.jsonl" +
           (saved.empty() ? std::string(", no checkpoint") : "; last checkpoint " + saved.back().second) + ")\n";
-  if (summary_.status == RunStatus::stopped || summary_.status == RunStatus::budget)
+  if (summary_.status == RunStatus::stopped || summary_.status == RunStatus::budget ||
+      summary_.status == RunStatus::slow_rank)
     text += "next: rerun the same command to resume from step " + std::to_string(prog_.step) +
             "; hpctrain report " + cfg_.run.dir + " shows the run so far\n";
   else if (summary_.status == RunStatus::finished)

@@ -37,6 +37,7 @@ enum class RunStatus {
   finished,           ///< every step done
   stopped,            ///< a stop signal (checkpoint saved, exit 75)
   budget,             ///< run.max_* reached (checkpoint saved, exit 3)
+  slow_rank,          ///< watchdog.slow_rank_stop_windows reached (checkpoint saved, exit 4)
   checkpoint_failed,  ///< a checkpoint write failed (exit 1)
 };
 /// "finished", "stopped", "budget", "checkpoint_failed".
@@ -115,6 +116,7 @@ class Trainer {
   MetricsWriter* metrics() { return metrics_.get(); }
   /// The run's budget and spending (run.max_*; rank 0 holds the earlier starts' spending).
   RunBudget& budget() { return *budget_; }
+  Watchdog& watchdog() { return *watchdog_; }
 
 
  private:

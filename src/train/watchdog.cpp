@@ -172,7 +172,26 @@ std::vector<WatchdogWarning> Watchdog::on_step(const StepMetrics& m, MetricsWrit
   std::vector<RankWindow> ranks;
   for (int r = 0; r < world_; ++r) ranks.push_back({all[3 * r], all[3 * r + 1], all[3 * r + 2]});
   std::vector<WatchdogWarning> out;
-  for (auto& w : judge_window(ranks, hosts_, gpu, opt_, prefetch_)) {
+  std::vector<WatchdogWarning> judged = judge_window(ranks, hosts_, gpu, opt_, prefetch_);
+  // The slow-rank streak (watchdog.slow_rank_stop_windows): judged, not only printed, windows count.
+  int slow = -1;
+  for (const auto& w : judged)
+    if (w.kind == "slow_rank") slow = w.figures.value("rank", -1);
+  if (slow >= 0 && slow == slow_rank_) {
+    ++slow_windows_;
+  } else {
+    slow_rank_ = slow;
+    slow_windows_ = slow >= 0 ? 1 : 0;
+    slow_since_ = first;
+  }
+  if (opt_.slow_rank_stop_windows > 0 && slow_windows_ >= opt_.slow_rank_stop_windows && !slow_stop_) {
+    const std::string host = static_cast<size_t>(slow_rank_) < hosts_.size() ? hosts_[static_cast<size_t>(slow_rank_)] : "?";
+    slow_stop_ = "rank " + std::to_string(slow_rank_) + " on host " + host + " judged slow in " +
+                 std::to_string(slow_windows_) + " watchdog windows in a row (steps " + std::to_string(slow_since_) + "-" +
+                 std::to_string(last) + "; watchdog.slow_rank_stop_windows = " +
+                 std::to_string(opt_.slow_rank_stop_windows) + ")";
+  }
+  for (auto& w : judged) {
     auto it = last_.find(w.kind);
     if (it != last_.end() && now - it->second < std::chrono::duration<double>(opt_.repeat_minutes * 60)) continue;
     last_[w.kind] = now;

@@ -65,6 +65,10 @@ class Watchdog {
                                        SteadyClock::time_point now = SteadyClock::now());
   /// Warnings emitted so far (rank 0).
   int64_t emitted() const { return emitted_; }
+  /// Rank 0, with watchdog.slow_rank_stop_windows > 0: the reason to stop ("rank 3 on host node2 judged
+  /// slow in 4 windows in a row (steps 2-201); ...") once the same rank has been judged slow_rank in
+  /// that many consecutive windows (judged, whether or not the warning was printed); else nullopt.
+  std::optional<std::string> slow_rank_stop() const { return slow_stop_; }
 
  private:
   Config::Watchdog opt_;
@@ -78,6 +82,10 @@ class Watchdog {
   int64_t gpu_samples_ = 0;
   std::map<std::string, SteadyClock::time_point> last_;  ///< kind -> last emission
   int64_t emitted_ = 0;
+  int slow_rank_ = -1;        ///< the rank judged slow in the latest windows, -1: none
+  int64_t slow_windows_ = 0;  ///< how many windows in a row
+  int64_t slow_since_ = 0;    ///< first step of the first of them
+  std::optional<std::string> slow_stop_;
 };
 
 }  // namespace ht

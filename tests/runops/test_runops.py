@@ -2,7 +2,8 @@
 through the real binary under mpirun. One case per ctest entry: `test_runops.py watchdog|budget|stage`.
   watchdog: a healthy 2-rank run warns about nothing; slowed data on every rank (test fault
             slow_data_ms) gives one data_loading warning (rate-limited), a slowed rank 1 one
-            slow_rank warning naming rank 1 and its host.
+            slow_rank warning naming rank 1 and its host; with watchdog.slow_rank_stop_windows = 2 the
+            slowed rank 1 stops the run after a checkpoint with exit 4, and a rerun resumes.
   budget:   run.max_hours of a few seconds stops with exit 3, run_end status "budget" and a checkpoint;
             a rerun with a larger budget resumes and every loss is bitwise equal to an uninterrupted run.
   stage:    2 ranks on one host copy the shards once into data.stage_dir, train on them with losses equal
@@ -93,6 +94,25 @@ def watchdog():
     d = fresh_dir("off")
     rc, out = run(args + ["--run.dir", d, "--watchdog.enabled", "false"], np_ranks=2, env=faults(slow_data_ms=100))
     check(rc == 0 and warnings(d) == [], "watchdog.enabled = false: no warning")
+
+    # watchdog.slow_rank_stop_windows = 2 (issue 27): rank 1 slow in the windows of steps 2-11 and 12-21,
+    # so every rank saves a checkpoint after step 21 and exits 4 naming rank 1's host; a rerun without
+    # the slowdown resumes from it and finishes.
+    d = fresh_dir("slow_rank_stop")
+    rc, out = run(args + ["--run.dir", d, "--watchdog.slow_rank_stop_windows", "2"], np_ranks=2,
+                  env=faults(slow_data_ms="0|100"))
+    host = socket.gethostname()
+    check(rc == 4, f"slow rank stop: exit 4 (got {rc})") or print(out)
+    check(f"hpctrain: slow rank: rank 1 on host {host} judged slow in 2 watchdog windows in a row (steps 2-21" in out
+          and "stopped after step 21" in out and "exit code 4" in out, "slow rank stop: the message") or print(out)
+    end = metrics(d, "run_end")
+    check(len(end) == 1 and end[0]["status"] == "slow_rank" and end[0]["exit_code"] == 4, f"run_end status slow_rank ({end})")
+    ck = metrics(d, "checkpoint")
+    check(ck and ck[-1]["reason"] == "slow_rank" and ck[-1]["step"] == 21 and latest(d) == ckpt(d, 21),
+          f"the checkpoint of step 21, reason slow_rank ({ck[-1:]})")
+    rc, out = run(args + ["--run.dir", d, "--watchdog.slow_rank_stop_windows", "2"], np_ranks=2)
+    check(rc == 0 and f"resumed from {ckpt(d, 21)}: step 21" in out and max(losses(d)) == 31,
+          f"rerun without the slowdown: resumes from step 21 and finishes (exit {rc})") or print(out)
 
 
 # ------------------------------------------------------------------------------------------------ budget
