@@ -360,10 +360,7 @@ int cmd_doctor(const Args& args) {
     for (const NodeQualification& n : nodes)
       if (n.slow_compute || n.slow_network)
         report.problems.push_back(Problem{Severity::error, "qualify",
-                                          n.host + " (" + (n.ranks.size() == 1 ? "rank " : "ranks ") +
-                                              std::to_string(n.ranks.front()) +
-                                              (n.ranks.size() > 1 ? "-" + std::to_string(n.ranks.back()) : "") +
-                                              ") is below " + std::to_string(o.qualify_fraction).substr(0, 4) +
+                                          n.host + " (" + ranks_text(n.ranks) + ") is below " + std::to_string(o.qualify_fraction).substr(0, 4) +
                                               " x the median node in " +
                                               (n.slow_compute && n.slow_network ? "compute and network"
                                                : n.slow_compute                 ? "compute"

@@ -145,6 +145,17 @@ std::vector<NodeQualification> qualify_nodes(const std::vector<std::string>& hos
   return out;
 }
 
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (i ? ", " : "") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string format_qualification(const std::vector<NodeQualification>& nodes, double fraction) {
   std::vector<double> flops, nets;
   for (const auto& n : nodes) {
@@ -161,8 +172,8 @@ std::string format_qualification(const std::vector<NodeQualification>& nodes, do
   std::string slow;
   int qualified = 0;
   for (const auto& n : nodes) {
-    std::string ranks = std::to_string(n.ranks.front());
-    if (n.ranks.size() > 1) ranks += "-" + std::to_string(n.ranks.back());
+    std::string ranks = ranks_text(n.ranks);
+    ranks = ranks.substr(ranks.find(' ') + 1);  // the numbers only
     char f[64], g[64];
     std::snprintf(f, sizeof f, "%.1f (%.2f)", n.gflops, mf > 0 ? n.gflops / mf : 0.0);
     if (nodes.size() > 1)

@@ -17,8 +17,11 @@ QualifyMeasure m(double gflops, std::vector<double> gbps) {
 
 }  // namespace
 
-TEST_CASE("qualify: node numbering by first rank", "[doctor][qualify]") {
+TEST_CASE("qualify: node numbering by first rank, rank lists", "[doctor][qualify]") {
   CHECK(node_of_ranks({"b", "b", "a", "c", "a"}) == std::vector<int>{0, 0, 1, 2, 1});
+  CHECK(ranks_text({3}) == "rank 3");
+  CHECK(ranks_text({0, 1, 2, 3}) == "ranks 0-3");
+  CHECK(ranks_text({0, 2, 3, 5}) == "ranks 0, 2-3, 5");
 }
 
 TEST_CASE("qualify: the slow GPU and the slow link are named, by the weakest rank and the median link",
