@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/stats.hpp"
 
 namespace fs = std::filesystem;
 
@@ -72,19 +73,6 @@ RankRecord read_record(const fs::path& p) {
   if (r.rank < 0 || r.world_size < 1 || r.rank >= r.world_size)
     throw UsageError(p.string() + ": rank " + std::to_string(r.rank) + " outside world_size " + std::to_string(r.world_size));
   return r;
-}
-
-// "rank 3" / "ranks 0, 2-5"
-std::string rank_list(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += (i ? ", " : "") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
-    i = j + 1;
-  }
-  return out;
 }
 
 std::string fmt_s(double s) {
@@ -178,15 +166,15 @@ std::string flight_report(const std::string& run_dir) {
       }
     }
     out += "'" + what + "' #" + std::to_string(occ) + " (step " + std::to_string(stuck_step) + "): " +
-           rank_list(waiting) + " waiting in it (up to " + fmt_s(longest) + " s)";
-    if (!finished.empty()) out += "; " + rank_list(finished) + " finished it";
-    out += never.empty() ? "; every rank with a record entered it\n" : "; not entered by " + rank_list(never) + "\n";
+           ranks_text(waiting) + " waiting in it (up to " + fmt_s(longest) + " s)";
+    if (!finished.empty()) out += "; " + ranks_text(finished) + " finished it";
+    out += never.empty() ? "; every rank with a record entered it\n" : "; not entered by " + ranks_text(never) + "\n";
     constexpr size_t kNamed = 8;
     for (size_t i = 0; i < behind.size() && i < kNamed; ++i) out += "  behind: " + doing(*behind[i]) + "\n";
     if (behind.size() > kNamed) out += "  and " + std::to_string(behind.size() - kNamed) + " more ranks behind\n";
   }
   if (!missing.empty())
-    out += "no record from " + rank_list(missing) + " (lost, killed before writing, or without a run directory)\n";
+    out += "no record from " + ranks_text(missing) + " (lost, killed before writing, or without a run directory)\n";
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "base/stats.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
 #include "io/checkpoint/checkpoint_writer.hpp"
 #include "src/cli/cli_options.hpp"
@@ -36,11 +37,6 @@ std::string load_1min() {  // a shared machine: say how busy it was
   std::string l1;
   la >> l1;
   return l1;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
 }
 
 // torchvision-style names and shapes of ResNet-18 with the CIFAR stem (3x3 conv1, no max-pool).

@@ -38,6 +38,7 @@
 #include "src/cli/doctor_analysis.hpp"
 #include "src/cli/doctor_print.hpp"
 #include "src/cli/doctor_probe.hpp"
+#include "base/stats.hpp"
 #include "src/cli/doctor_qualify.hpp"
 #include "src/cli/doctor_report.hpp"
 

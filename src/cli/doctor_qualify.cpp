@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 
+#include "base/stats.hpp"
 #include "mpi/check.hpp"
 #include "mpi/collective_guard.hpp"
 #include "src/ops/linear.hpp"
@@ -19,13 +20,6 @@
 
 namespace ht {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 void device_sync(Device device) {
 #if defined(HT_HAVE_CUDA)
@@ -141,17 +135,6 @@ std::vector<NodeQualification> qualify_nodes(const std::vector<std::string>& hos
   for (auto& n : out) {
     n.slow_compute = K >= 2 && n.gflops < fraction * mf;
     n.slow_network = K >= 3 && n.gbps < fraction * mn;
-  }
-  return out;
-}
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += (i ? ", " : "") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
-    i = j + 1;
   }
   return out;
 }

@@ -50,9 +50,6 @@ struct NodeQualification {
 std::vector<NodeQualification> qualify_nodes(const std::vector<std::string>& hosts,
                                              const std::vector<QualifyMeasure>& measures, double fraction);
 
-/// "rank 3", "ranks 0-3", "ranks 0, 2" (sorted ranks, runs compressed).
-std::string ranks_text(const std::vector<int>& ranks);
-
 /// The table rank 0 prints: one line per node, then the nodes named, or that every node qualified.
 std::string format_qualification(const std::vector<NodeQualification>& nodes, double fraction);
 

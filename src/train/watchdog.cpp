@@ -1,3 +1,4 @@
+#include "base/stats.hpp"
 #include "src/train/watchdog.hpp"
 
 #include <mpi.h>
@@ -14,13 +15,6 @@
 
 namespace ht {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double share(double part, double whole) { return whole > 0 ? part / whole : 0; }
 

@@ -2,6 +2,7 @@
 // their weakest rank, the network by the median of a node's links, the 2- and 1-node cases.
 #include <catch2/catch.hpp>
 
+#include "base/stats.hpp"
 #include "src/cli/doctor_qualify.hpp"
 
 using namespace ht;
