@@ -70,7 +70,11 @@ RankRecord read_record(const fs::path& p) {
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(p.string() + ": a field of the wrong type (" + e.what() + ")");
   }
-  if (r.rank < 0 || r.world_size < 1 || r.rank >= r.world_size)
+  constexpr int kMaxWorld = 1 << 24;  // a declared size is checked before anything is sized by it
+  if (r.world_size < 1 || r.world_size > kMaxWorld)
+    throw UsageError(p.string() + ": world_size " + std::to_string(r.world_size) + " outside [1, " +
+                     std::to_string(kMaxWorld) + "]");
+  if (r.rank < 0 || r.rank >= r.world_size)
     throw UsageError(p.string() + ": rank " + std::to_string(r.rank) + " outside world_size " + std::to_string(r.world_size));
   return r;
 }
@@ -111,8 +115,16 @@ std::string flight_report(const std::string& run_dir) {
     throw UsageError(dir.string() + ": no flight record (rank-*.json); ranks write one on a collective time-out, a "
                      "fatal error or a stop signal once their run directory exists");
   std::sort(recs.begin(), recs.end(), [](const RankRecord& a, const RankRecord& b) { return a.rank < b.rank; });
-  int world = 0;
-  for (const RankRecord& r : recs) world = std::max(world, r.world_size);
+  // One run's records: the same world size, each rank once.
+  for (size_t i = 1; i < recs.size(); ++i) {
+    if (recs[i].world_size != recs[0].world_size)
+      throw UsageError(recs[i].file + ": world_size " + std::to_string(recs[i].world_size) + ", but " + recs[0].file +
+                       " says " + std::to_string(recs[0].world_size) + " (records of different runs?)");
+    if (recs[i].rank == recs[i - 1].rank)
+      throw UsageError(recs[i].file + " and " + recs[i - 1].file + " are both rank " + std::to_string(recs[i].rank));
+  }
+  const int world = recs[0].world_size;
+  constexpr size_t kListed = 8;  // lines per list; a large job's records are summarised
   std::set<int> present;
   for (const RankRecord& r : recs) present.insert(r.rank);
   std::vector<int> missing;
@@ -121,7 +133,9 @@ std::string flight_report(const std::string& run_dir) {
 
   std::string out = "flight records of " + std::to_string(recs.size()) + " of " + std::to_string(world) + " ranks in " +
                     dir.string() + "\n";
-  for (const RankRecord& r : recs) out += "  rank " + std::to_string(r.rank) + " wrote it on: " + r.reason + "\n";
+  for (size_t i = 0; i < recs.size() && i < kListed; ++i)
+    out += "  rank " + std::to_string(recs[i].rank) + " wrote it on: " + recs[i].reason + "\n";
+  if (recs.size() > kListed) out += "  and " + std::to_string(recs.size() - kListed) + " more ranks\n";
 
   // The wait most ranks are in (ties: the earliest step), matched by name and occurrence.
   std::map<std::pair<std::string, uint64_t>, std::vector<const RankRecord*>> open;
@@ -130,7 +144,8 @@ std::string flight_report(const std::string& run_dir) {
       if (w.waiting) open[{w.what, w.occurrence}].push_back(&r);
   if (open.empty()) {
     out += "no rank was waiting on peers when it wrote its record:\n";
-    for (const RankRecord& r : recs) out += "  " + doing(r) + "\n";
+    for (size_t i = 0; i < recs.size() && i < kListed; ++i) out += "  " + doing(recs[i]) + "\n";
+    if (recs.size() > kListed) out += "  and " + std::to_string(recs.size() - kListed) + " more ranks\n";
   } else {
     auto step_of = [&](const auto& group) {
       for (const Wait& w : group.second.front()->waits)
@@ -169,9 +184,8 @@ std::string flight_report(const std::string& run_dir) {
            ranks_text(waiting) + " waiting in it (up to " + fmt_s(longest) + " s)";
     if (!finished.empty()) out += "; " + ranks_text(finished) + " finished it";
     out += never.empty() ? "; every rank with a record entered it\n" : "; not entered by " + ranks_text(never) + "\n";
-    constexpr size_t kNamed = 8;
-    for (size_t i = 0; i < behind.size() && i < kNamed; ++i) out += "  behind: " + doing(*behind[i]) + "\n";
-    if (behind.size() > kNamed) out += "  and " + std::to_string(behind.size() - kNamed) + " more ranks behind\n";
+    for (size_t i = 0; i < behind.size() && i < kListed; ++i) out += "  behind: " + doing(*behind[i]) + "\n";
+    if (behind.size() > kListed) out += "  and " + std::to_string(behind.size() - kListed) + " more ranks behind\n";
   }
   if (!missing.empty())
     out += "no record from " + ranks_text(missing) + " (lost, killed before writing, or without a run directory)\n";

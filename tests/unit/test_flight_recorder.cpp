@@ -134,6 +134,17 @@ TEST_CASE("flight report: no record, a file that is not one, a bad field: errors
   j["rank"] = 7;
   std::ofstream(dir / "flight" / "rank-00000.json") << j.dump();
   CHECK_THROWS_WITH(flight_report(dir.string()), Catch::Contains("rank 7 outside world_size 2"));
+  j["rank"] = 0;
+  j["world_size"] = 2000000000;  // never sized by: refused first
+  std::ofstream(dir / "flight" / "rank-00000.json") << j.dump();
+  CHECK_THROWS_WITH(flight_report(dir.string()), Catch::Contains("world_size 2000000000 outside"));
+  j["world_size"] = 2;
+  std::ofstream(dir / "flight" / "rank-00000.json") << j.dump();
+  write_record(dir, 1, 3, 1, "data", nlohmann::json::array());
+  CHECK_THROWS_WITH(flight_report(dir.string()), Catch::Contains("records of different runs"));
+  write_record(dir, 0, 2, 1, "data", nlohmann::json::array());
+  fs::copy_file(dir / "flight" / "rank-00000.json", dir / "flight" / "rank-00001.json", fs::copy_options::overwrite_existing);
+  CHECK_THROWS_WITH(flight_report(dir.string()), Catch::Contains("are both rank 0"));
   j["rank"] = "zero";
   std::ofstream(dir / "flight" / "rank-00000.json") << j.dump();
   CHECK_THROWS_AS(flight_report(dir.string()), UsageError);
