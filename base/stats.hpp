@@ -21,7 +21,9 @@ inline std::string ranks_text(std::vector<int> ranks) {
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += (i ? ", " : "") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    if (i) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out.append("-").append(std::to_string(ranks[j]));
     i = j + 1;
   }
   return out;

@@ -154,6 +154,15 @@ std::string flight_note(const std::string& path) {
   return path.empty() ? std::string() : "; flight record: " + path + " (every rank's lined up by: " + flight_inspect_hint() + ")";
 }
 
+/// `ranks` with their hosts, for the flight record's `lost` list.
+std::vector<LostPeer> lost_peers(const std::vector<int>& ranks) {
+  std::lock_guard lk(g_mu);
+  std::vector<LostPeer> out;
+  for (int r : ranks)
+    out.push_back({r, r >= 0 && r < static_cast<int>(g_hosts.size()) ? g_hosts[static_cast<size_t>(r)] : "?"});
+  return out;
+}
+
 /// The watchdog gives up `s`: names the lost peers and ends the process. Watchdog thread only.
 [[noreturn]] void give_up(const Slot& s, double now, bool by_signal, const std::vector<int>& unanswered, bool probed,
                           double window_s, const std::map<int, std::string>& where) {
@@ -166,7 +175,8 @@ std::string flight_note(const std::string& path) {
   else
     msg += " waited " + fmt_s(now - s.start) + " s for peers and a probe went unanswered";
   msg += "; " + probe_result_text(unanswered, probed, window_s, where);
-  msg += flight_note(flight_recorder_dump("collective time-out: " + std::string(s.what)));
+  msg += flight_note(flight_recorder_dump("collective time-out: " + std::string(s.what),
+                                          probed ? lost_peers(unanswered) : std::vector<LostPeer>{}));
   msg += "; exiting with code " + std::to_string(s.exit_code) + " without MPI_Finalize (docs/exit_codes.md)";
   if (probed && !unanswered.empty()) {
     // The peers that answered may not be waiting (one in a long save, say) or may reach their limits
@@ -200,7 +210,8 @@ std::string flight_note(const std::string& path) {
   std::string lost = describe_ranks(n.lost);
   if (n.lost_count > static_cast<int>(n.lost.size()))
     lost += " and " + std::to_string(n.lost_count - static_cast<int>(n.lost.size())) + " more";
-  const std::string flight = flight_note(flight_recorder_dump(describe_ranks({n.from}) + " ends the run: lost peers " + lost));
+  const std::string flight =
+      flight_note(flight_recorder_dump(describe_ranks({n.from}) + " ends the run: lost peers " + lost, lost_peers(n.lost)));
   log_raw_err("hpctrain: fatal (" + rank_host_tag() + "): " + describe_ranks({n.from}) + " ends the run: lost peers " +
               lost + " (no answer to its probe); this rank was " + where + flight + "; exiting with code " +
               std::to_string(code) + " without MPI_Finalize (docs/exit_codes.md)");

@@ -87,7 +87,7 @@ std::string flight_inspect_hint() {
   return g_dir.empty() ? std::string() : "hpctrain inspect --flight " + g_dir;
 }
 
-std::string flight_recorder_dump(const std::string& reason) noexcept {
+std::string flight_recorder_dump(const std::string& reason, const std::vector<LostPeer>& lost) noexcept {
   try {
     nlohmann::json j;
     std::string dir;
@@ -103,6 +103,9 @@ std::string flight_recorder_dump(const std::string& reason) noexcept {
            {"host", g_host}, {"pid", static_cast<int64_t>(::getpid())}, {"reason", reason},
            {"written_unix_s", static_cast<double>(::time(nullptr))}, {"step", w.step},
            {"phase", w.phase ? w.phase : ""}, {"whereabouts", whereabouts_text()}};
+      nlohmann::json lost_json = nlohmann::json::array();
+      for (const LostPeer& p : lost) lost_json.push_back({{"rank", p.rank}, {"host", p.host}});
+      j["lost"] = std::move(lost_json);
       // Oldest first: the ring from the entry after the newest.
       uint64_t newest = 0;
       for (const Entry& e : g_ring) newest = std::max(newest, e.seq);

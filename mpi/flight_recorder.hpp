@@ -11,6 +11,7 @@
 // results/cpu/flight_recorder.json); whereabouts.cpp records every note_collective_begin/end here.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ht {
 
@@ -28,10 +29,17 @@ void flight_record_end(uint64_t seq, double t, bool completed = true);
 /// run directory exists; until then flight_recorder_dump writes nothing.
 void flight_recorder_set_dir(const std::string& run_dir, int rank, int world_size, const std::string& host);
 
-/// Writes RUN_DIR/flight/rank-RRRRR.json: `reason`, the rank's whereabouts and its entries, oldest
+/// A peer this rank found lost (no answer to a probe), with its host, for the record's `lost` list.
+struct LostPeer {
+  int rank = -1;
+  std::string host;
+};
+
+/// Writes RUN_DIR/flight/rank-RRRRR.json: `reason`, the rank's whereabouts, the peers it found lost
+/// (`lost`: what a relaunch leaves out, `hpctrain inspect --failed-hosts`) and its entries, oldest
 /// first. Returns the path, or "" when no directory is set or the write failed (a dump must never
 /// make a failing rank fail differently). Any thread; never throws.
-std::string flight_recorder_dump(const std::string& reason) noexcept;
+std::string flight_recorder_dump(const std::string& reason, const std::vector<LostPeer>& lost = {}) noexcept;
 
 /// The command that lines up every rank's dump, for messages: "hpctrain inspect --flight RUN_DIR";
 /// "" when no directory is set.

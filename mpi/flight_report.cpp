@@ -31,6 +31,7 @@ struct RankRecord {
   std::string host, reason, phase, file;
   int64_t step = 0;
   std::vector<Wait> waits;  // oldest first
+  std::vector<std::pair<int, std::string>> lost;  // peers found lost (rank, host)
 };
 
 RankRecord read_record(const fs::path& p) {
@@ -67,6 +68,8 @@ RankRecord read_record(const fs::path& p) {
       w.began_s_ago = field(e, "began_s_ago").get<double>();
       r.waits.push_back(std::move(w));
     }
+    if (j.contains("lost"))  // absent in records written before the field existed
+      for (const auto& l : j.at("lost")) r.lost.emplace_back(field(l, "rank").get<int>(), field(l, "host").get<std::string>());
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(p.string() + ": a field of the wrong type (" + e.what() + ")");
   }
@@ -77,6 +80,17 @@ RankRecord read_record(const fs::path& p) {
   if (r.rank < 0 || r.rank >= r.world_size)
     throw UsageError(p.string() + ": rank " + std::to_string(r.rank) + " outside world_size " + std::to_string(r.world_size));
   return r;
+}
+
+std::vector<RankRecord> read_records(const fs::path& dir) {
+  std::vector<RankRecord> recs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("rank-", 0) == 0 && e.path().extension() == ".json") recs.push_back(read_record(e.path()));
+  }
+  std::sort(recs.begin(), recs.end(), [](const RankRecord& a, const RankRecord& b) { return a.rank < b.rank; });
+  return recs;
 }
 
 std::string fmt_s(double s) {
@@ -105,16 +119,10 @@ std::string doing(const RankRecord& r) {
 
 std::string flight_report(const std::string& run_dir) {
   const fs::path dir = fs::path(run_dir) / "flight";
-  std::vector<RankRecord> recs;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("rank-", 0) == 0 && e.path().extension() == ".json") recs.push_back(read_record(e.path()));
-  }
+  std::vector<RankRecord> recs = read_records(dir);
   if (recs.empty())
     throw UsageError(dir.string() + ": no flight record (rank-*.json); ranks write one on a collective time-out, a "
                      "fatal error or a stop signal once their run directory exists");
-  std::sort(recs.begin(), recs.end(), [](const RankRecord& a, const RankRecord& b) { return a.rank < b.rank; });
   // One run's records: the same world size, each rank once.
   for (size_t i = 1; i < recs.size(); ++i) {
     if (recs[i].world_size != recs[0].world_size)
@@ -189,6 +197,58 @@ std::string flight_report(const std::string& run_dir) {
   }
   if (!missing.empty())
     out += "no record from " + ranks_text(missing) + " (lost, killed before writing, or without a run directory)\n";
+  return out;
+}
+
+std::vector<FailedHost> failed_hosts(const std::string& run_dir) {
+  std::vector<FailedHost> out;
+  auto add = [&](const std::string& host, const std::string& cause) {
+    for (FailedHost& f : out)
+      if (f.host == host) return;
+    out.push_back({host, cause});
+  };
+  // Lost peers, by host: which ranks, and which ranks found them lost.
+  std::vector<std::pair<std::string, std::pair<std::set<int>, std::set<int>>>> lost;  // host -> (lost, finders)
+  for (const RankRecord& r : read_records(fs::path(run_dir) / "flight"))
+    for (const auto& [rank, host] : r.lost) {
+      auto it = std::find_if(lost.begin(), lost.end(), [&](const auto& e) { return e.first == host; });
+      if (it == lost.end()) it = lost.insert(lost.end(), {host, {}});
+      it->second.first.insert(rank);
+      it->second.second.insert(r.rank);
+    }
+  for (const auto& [host, who] : lost)
+    add(host, "lost: " + ranks_text({who.first.begin(), who.first.end()}) + " gave no answer to a probe (found by " +
+                  ranks_text({who.second.begin(), who.second.end()}) + ")");
+  // A stop by the slow-rank policy: the latest start's run_end says slow_rank; its latest slow_rank
+  // warning names the host. Only lines that can matter are parsed (metrics.jsonl has a line a step).
+  const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
+  std::ifstream in(metrics);
+  std::string line, status, slow_host, slow_rank;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    const bool start = line.find("\"run_start\"") != std::string::npos, end = line.find("\"run_end\"") != std::string::npos,
+               slow = line.find("\"slow_rank\"") != std::string::npos;
+    if (!start && !end && !slow) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception&) {
+      continue;  // a line cut short by a killed writer: only the events above matter
+    }
+    const std::string event = j.value("event", "");
+    if (event == "run_start") status.clear(), slow_host.clear();
+    else if (event == "run_end") status = j.value("status", "");
+    else if (event == "warning" && j.value("kind", "") == "slow_rank") {
+      if (!j.contains("host") || !j["host"].is_string())
+        throw UsageError(metrics.string() + " line " + std::to_string(n) + ": slow_rank warning without field 'host'");
+      slow_host = j["host"].get<std::string>();
+      slow_rank = j.contains("rank") ? j["rank"].dump() : "?";
+    }
+  }
+  if (status == "slow_rank" && !slow_host.empty())
+    add(slow_host, std::string("slow: rank ").append(slow_rank).append(
+                       " judged slow until the run stopped (watchdog.slow_rank_stop_windows)"));
   return out;
 }
 

@@ -4,6 +4,7 @@
 // on one rank is the k-th on every rank: ranks run the same program), not by time, so clocks that
 // differ between nodes do not matter.
 #include <string>
+#include <vector>
 
 namespace ht {
 
@@ -13,5 +14,18 @@ namespace ht {
 /// Throws UsageError naming the directory when it holds no record, or the file and field when a
 /// record cannot be read.
 std::string flight_report(const std::string& run_dir);
+
+/// A host that the latest start of a run named as failed, and why.
+struct FailedHost {
+  std::string host, cause;
+};
+
+/// The hosts a relaunch should leave out, from what the latest start of the run in RUN_DIR wrote:
+/// the peers its ranks found lost (the flight records' `lost` lists: no answer to a probe), and the
+/// host of the rank judged slow when the run stopped by watchdog.slow_rank_stop_windows (run_end
+/// status `slow_rank` in metrics.jsonl, the host of the latest `slow_rank` warning). In order of first
+/// mention, each host once. Empty when nothing names a host. Throws UsageError naming the file and
+/// field when a record or metrics line cannot be read. Reads files only (slurm/train.sbatch's restart).
+std::vector<FailedHost> failed_hosts(const std::string& run_dir);
 
 }  // namespace ht

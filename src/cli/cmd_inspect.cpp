@@ -284,21 +284,37 @@ int validate_dir(const std::string& dir, const std::string& split) {
 
 }  // namespace
 
+bool inspect_reads_files_only(const Args& args) {
+  for (const std::string& a : args)
+    for (const char* opt : {"--flight", "--failed-hosts"})
+      if (a == opt || a.rfind(std::string(opt) + "=", 0) == 0) return true;
+  return false;
+}
+
 int cmd_inspect(const Args& args) {
-  std::string validate, split = "all", flight;
+  std::string validate, split = "all", flight, failed;
   VetOptions vet;
   std::vector<std::string> paths;
   CommandLine cl("hpctrain inspect",
                  "usage: hpctrain inspect PATH                         summarise a dataset shard or checkpoint\n"
                  "       hpctrain inspect --validate DIR [--split S]   validate a dataset directory (S: train, test, all)\n"
-                 "       hpctrain inspect --flight RUN_DIR             line up the ranks' flight records after a failure");
+                 "       hpctrain inspect --flight RUN_DIR             line up the ranks' flight records after a failure\n"
+                 "       hpctrain inspect --failed-hosts RUN_DIR       the hosts the latest failure names: HOST<tab>CAUSE lines");
   cl.option("validate", &validate, "DIR", "validate the dataset directory DIR")
       .option("flight", &flight, "RUN_DIR", "line up the ranks' flight records in RUN_DIR/flight (docs/exit_codes.md)")
+      .option("failed-hosts", &failed, "RUN_DIR",
+              "hosts to leave out of a relaunch: lost peers and a slow rank's host (docs/slurm.md#restarts)")
       .option("split", &split, "S", "split to validate: train, test or all")
       .option("verify-timeout-s", &vet.timeout_s, "S", "time limit of the vetting of each file (docs/verify.md)")
       .positional("PATH", &paths, 1);
   if (!cl.parse(args)) return kExitOk;
   const std::string path = paths.empty() ? "" : paths[0];
+  if (!failed.empty()) {  // files only (main.cpp runs it without MPI); nothing printed when none is named
+    std::string out;
+    for (const FailedHost& f : failed_hosts(failed)) out += f.host + "\t" + f.cause + "\n";
+    if (!out.empty() && dist().rank == 0) log_raw_out(out.substr(0, out.size() - 1));
+    return kExitOk;
+  }
   if (!flight.empty()) {  // files only, no MPI exchange: every rank reads (so all fail alike), rank 0 prints
     const std::string report = flight_report(flight);
     if (dist().rank == 0) log_raw_out(report);

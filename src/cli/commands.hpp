@@ -12,6 +12,9 @@ int cmd_prepare(const Args& args);  // src/cli/cmd_prepare.cpp
 int cmd_bench(const Args& args);    // src/cli/cmd_bench.cpp
 int cmd_doctor(const Args& args);   // src/cli/cmd_doctor.cpp
 int cmd_inspect(const Args& args);  // src/cli/cmd_inspect.cpp
+/// True when the inspect arguments only read a run directory's files (--flight, --failed-hosts): run
+/// without MPI.
+bool inspect_reads_files_only(const Args& args);
 int cmd_verify(const Args& args);   // src/cli/cmd_verify.cpp (runs without MPI)
 int cmd_report(const Args& args);   // src/cli/cmd_report.cpp (runs without MPI; execs scripts/report.py)
 int bench_allreduce(const Args& args);  // src/cli/bench_allreduce.cpp

@@ -73,11 +73,13 @@ int main(int argc, char** argv) {
     return ht::kExitOk;
   }
   ht::Args args(argv + 2, argv + argc);
-  // No MPI for verify (it is also the vetting child that ranks start, cmd_verify.cpp) nor for report
-  // (it runs the Python tool, cmd_report.cpp, on a login node too).
-  if (cmd == "verify" || cmd == "report") {
+  // No MPI for verify (it is also the vetting child that ranks start, cmd_verify.cpp), for report
+  // (it runs the Python tool, cmd_report.cpp, on a login node too), nor for inspect's readings of a
+  // run directory's failure records (a batch script runs them between launches).
+  const bool inspect_files = cmd == "inspect" && ht::inspect_reads_files_only(args);
+  if (cmd == "verify" || cmd == "report" || inspect_files) {
     try {
-      return cmd == "verify" ? ht::cmd_verify(args) : ht::cmd_report(args);
+      return cmd == "verify" ? ht::cmd_verify(args) : cmd == "report" ? ht::cmd_report(args) : ht::cmd_inspect(args);
     } catch (const ht::UsageError& e) {
       ht::log_error(e.what());  // no MPI here: one rank, so no rank in the prefix
       return ht::kExitUsage;

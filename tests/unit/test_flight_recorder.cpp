@@ -60,7 +60,7 @@ TEST_CASE("flight recorder: the latest waits, oldest first, occurrences per name
   note_step(42);
   note_phase("optimizer");
   note_collective_begin("bucket allreduce");
-  const std::string path = flight_recorder_dump("unit test");
+  const std::string path = flight_recorder_dump("unit test", {{5, "node2"}, {6, "node3"}});
   note_collective_end();
   REQUIRE(path == (dir / "flight" / "rank-00003.json").string());
   CHECK(flight_inspect_hint() == "hpctrain inspect --flight " + dir.string());
@@ -72,6 +72,7 @@ TEST_CASE("flight recorder: the latest waits, oldest first, occurrences per name
   CHECK(j["reason"] == "unit test");
   CHECK(j["step"] == 42);
   CHECK(j["phase"] == "optimizer");
+  CHECK(j["lost"] == nlohmann::json::parse(R"([{"rank": 5, "host": "node2"}, {"rank": 6, "host": "node3"}])"));
   const auto& e = j["entries"];
   REQUIRE(e.size() == static_cast<size_t>(kFlightEntries));
   for (size_t i = 1; i < e.size(); ++i) REQUIRE(e[i]["seq"].get<uint64_t>() == e[i - 1]["seq"].get<uint64_t>() + 1);
@@ -148,6 +149,68 @@ TEST_CASE("flight report: no record, a file that is not one, a bad field: errors
   j["rank"] = "zero";
   std::ofstream(dir / "flight" / "rank-00000.json") << j.dump();
   CHECK_THROWS_AS(flight_report(dir.string()), UsageError);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("failed hosts: lost peers from the records, a slow rank's host from the latest start", "[mpi][flight]") {
+  const fs::path dir = ht::test::fresh_temp_dir("ht_flight", "failed");
+  CHECK(failed_hosts(dir.string()).empty());  // no record, no metrics: nothing named
+  // A 6-rank run over node0..node2: ranks 4 and 5 (node2) lost, found by ranks 0 and 1; rank 2
+  // found rank 5 only; rank 3 wrote no record; a record from before the field existed has no list.
+  auto lost = [](std::initializer_list<int> ranks) {
+    nlohmann::json a = nlohmann::json::array();
+    for (int r : ranks) a.push_back({{"rank", r}, {"host", "node" + std::to_string(r / 2)}});
+    return a;
+  };
+  for (int r : {0, 1, 2}) {
+    write_record(dir, r, 6, 9, "backward", nlohmann::json::array(), "collective time-out: x");
+    nlohmann::json j;
+    std::ifstream(dir / "flight" / ("rank-0000" + std::to_string(r) + ".json")) >> j;
+    j["lost"] = r == 2 ? lost({5}) : lost({4, 5});
+    std::ofstream(dir / "flight" / ("rank-0000" + std::to_string(r) + ".json")) << j.dump();
+  }
+  write_record(dir, 4, 6, 9, "data", nlohmann::json::array());
+  auto f = failed_hosts(dir.string());
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].host == "node2");
+  CHECK(f[0].cause == "lost: ranks 4-5 gave no answer to a probe (found by ranks 0-2)");
+
+  // The slow-rank stop: only the latest start's run_end counts, with its latest slow_rank warning.
+  auto metrics = [&](const std::string& text) { std::ofstream(dir / "metrics.jsonl") << text; };
+  const std::string start = R"({"event": "run_start", "time": 1, "hosts": ["node0", "node1"]})" "\n";
+  const std::string slow1 = R"({"event": "warning", "kind": "slow_rank", "rank": 1, "host": "node1", "time": 2})" "\n";
+  const std::string slow3 = R"({"event": "warning", "kind": "slow_rank", "rank": 3, "host": "node7", "time": 3})" "\n";
+  const std::string end_slow = R"({"event": "run_end", "status": "slow_rank", "time": 4})" "\n";
+  fs::remove_all(dir / "flight");
+  metrics(start + slow1 + slow3 + R"({"event": "step", "step": 1, "lo)" "\n" + end_slow);
+  f = failed_hosts(dir.string());
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].host == "node7");
+  CHECK(f[0].cause == "slow: rank 3 judged slow until the run stopped (watchdog.slow_rank_stop_windows)");
+  metrics(start + slow1 + end_slow + start);  // a later start that has not ended: nothing
+  CHECK(failed_hosts(dir.string()).empty());
+  metrics(start + slow1 + R"({"event": "run_end", "status": "finished", "time": 4})" "\n");
+  CHECK(failed_hosts(dir.string()).empty());
+  metrics(start + R"({"event": "warning", "kind": "slow_rank", "rank": 1, "time": 2})" "\n" + end_slow);
+  CHECK_THROWS_WITH(failed_hosts(dir.string()), Catch::Contains("metrics.jsonl line 2: slow_rank warning without field 'host'"));
+  // A lost host and the slow one together: each once, the lost first.
+  metrics(start + slow3 + end_slow);
+  write_record(dir, 0, 2, 9, "backward", nlohmann::json::array(), "collective time-out: x");
+  nlohmann::json j;
+  std::ifstream(dir / "flight" / "rank-00000.json") >> j;
+  j["lost"] = lost({3});
+  std::ofstream(dir / "flight" / "rank-00000.json") << j.dump();
+  f = failed_hosts(dir.string());
+  REQUIRE(f.size() == 2);
+  CHECK((f[0].host == "node1" && f[0].cause.rfind("lost: rank 3 ", 0) == 0));
+  CHECK((f[1].host == "node7" && f[1].cause.rfind("slow: rank 3 ", 0) == 0));
+  metrics(start + slow1 + end_slow);  // the slow rank's host also lost: named once, as lost
+  f = failed_hosts(dir.string());
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].cause.rfind("lost: ", 0) == 0);
+  j["lost"] = {{{"rank", "three"}}};
+  std::ofstream(dir / "flight" / "rank-00000.json") << j.dump();
+  CHECK_THROWS_AS(failed_hosts(dir.string()), UsageError);
   fs::remove_all(dir);
 }
 
