@@ -121,6 +121,23 @@ class Run:
     def warnings(self):
         return [e for e in self.events if e["event"] == "warning"]
 
+    def restarts_inside(self):
+        """slurm/train.sbatch's relaunches after a failure (`restart` events), each with what it cost:
+        `lost_s` from the last step before the failure until a step past it was logged again
+        (detection, relaunch, start-up and the steps redone); None while none has been."""
+        out = []
+        for i, e in enumerate(self.events):
+            if e["event"] != "restart":
+                continue
+            r = dict(e)
+            before = [x for x in self.events[:i] if x["event"] == "step" and num(x.get("time")) is not None]
+            last = num(e.get("last_step"))
+            past = [x for x in self.events[i + 1:] if x["event"] == "step" and num(x.get("time")) is not None
+                    and last is not None and num(x.get("step")) is not None and x["step"] > last]
+            r["lost_s"] = num(past[0]["time"]) - num(before[-1]["time"]) if before and past else None
+            out.append(r)
+        return out
+
     def checkpoints(self):
         return [e for e in self.events if e["event"] == "checkpoint"]
 

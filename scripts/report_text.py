@@ -1,7 +1,7 @@
 """scripts/report.py: the text of report.md (tables, verdict lines, warnings, the comparison of runs)."""
 import math
 
-from report_events import GPU_UTIL_MIN_PCT
+from report_events import GPU_UTIL_MIN_PCT, num
 from report_verdict import verdict_word, warning_text
 
 
@@ -99,6 +99,23 @@ def breakdown_table(S):
     return out
 
 
+def restart_list(run):
+    """The relaunches inside the allocation (slurm/train.sbatch, docs/slurm.md#restarts)."""
+    rs = run.restarts_inside()
+    if not rs:
+        return []
+    out = ["", f"### Restarts inside the allocation ({len(rs)})", ""]
+    for r in rs:
+        nodes = ", ".join(map(str, r.get("nodes") or []))
+        cost = f"{fmt_s(r['lost_s'])} from the last step before it until step {r.get('last_step')} was passed again" \
+            if r.get("lost_s") is not None else "not yet past the failed step"
+        since = num(r.get("seconds_since_last_step"))
+        out.append(f"- restart {r.get('restart')} ({r.get('mode', '?')}) after step {r.get('last_step')}: "
+                   f"{r.get('cause', '?')}; relaunched on {nodes} (world size {r.get('previous_world_size')} -> "
+                   f"{r.get('world_size')}) {fmt_s(since) if since is not None else '?'} after the last step; cost {cost}")
+    return out
+
+
 def warning_list(run, limit=20):
     w = run.warnings()
     if not w:
@@ -169,6 +186,7 @@ def markdown(runs, summaries, pngs, comp=None):
         out += verdict_lines(S) + [""] + run_table(S) + [""]
         out += ["### Epochs", ""] + epoch_table(S) + [""]
         out += ["### Step time", ""] + breakdown_table(S)
+        out += restart_list(run)
         out += warning_list(run)
         out.append("")
     out += ["## Plots", ""]

@@ -109,8 +109,12 @@ leftover() {
 srun_long_job() {
   local dir=$1 name=$2
   shift 2
+  # These tests bound a failure's detection and Slurm's own handling of it (the job ended, requeued
+  # as NODE_FAIL when a node goes DOWN): no relaunch inside the allocation (HT_MAX_RESTARTS=0,
+  # --no-kill=off; tests/cluster/test_restart.sh tests that), no qualification before training.
   # shellcheck disable=SC2046
-  JOB=$(HT_SRUN_ARGS="--error=$dir.rank%t.err ${SRUN_EXTRA_ARGS:-}" sbatch --parsable --job-name="$name" --nodes=2 \
+  JOB=$(HT_MAX_RESTARTS=0 HT_QUALIFY=0 HT_SRUN_ARGS="--error=$dir.rank%t.err ${SRUN_EXTRA_ARGS:-}" \
+    sbatch --parsable --no-kill=off --job-name="$name" --nodes=2 \
     --ntasks-per-node=2 --gpus-per-node=2 --time=30 -o "$work/$name.out" "$src/slurm/train.sbatch" \
     $(ht_small_flags --run.dir "$dir" --data.synthetic_samples 400000 --train.max_steps 100000 \
       --optim.schedule constant --dist.timeout_s "$TIMEOUT_S" --checkpoint.every_steps 20 "$@")) ||
