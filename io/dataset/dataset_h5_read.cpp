@@ -240,10 +240,8 @@ class H5ShardedDataset final : public Dataset {
     const std::vector<uint8_t> bytes = encoded_bytes(index);
     const Shard& s = shard_of(index);
     const int64_t r = index - s.offset;
-    int w = 0, h = 0;
     std::string why;
-    if (!image_size(bytes, ImageLimits{}, w, h, why) ||
-        !decode_image_window(bytes, info_.channels, ImageLimits{}, pick(h, w), min_w, min_h, decoded, window, why))
+    if (!decode_image_window(bytes, info_.channels, ImageLimits{}, pick, min_w, min_h, decoded, window, why))
       throw RuntimeError(s.path + ": sample " + std::to_string(r) + " of /encoded cannot be decoded: " + why);
   }
 

@@ -5,6 +5,7 @@
 // checked against ImageLimits before anything is allocated by it. A file that cannot be decoded is
 // not an exception here: the converter skips it and lists it, so the functions return a reason.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +58,13 @@ bool image_size(std::span<const uint8_t> bytes, const ImageLimits& limits, int& 
 /// `reason` for a file it cannot decode.
 bool decode_image_window(std::span<const uint8_t> bytes, int channels, const ImageLimits& limits, const CropBox& box,
                          int min_w, int min_h, Image8& out, CropBox& window, std::string& reason);
+
+/// The same with the window chosen from the image's size, `pick(height, width)`, called once when the
+/// header has been read (so the header is parsed once; a file whose header does not read fails
+/// before `pick` is called).
+bool decode_image_window(std::span<const uint8_t> bytes, int channels, const ImageLimits& limits,
+                         const std::function<CropBox(int height, int width)>& pick, int min_w, int min_h, Image8& out,
+                         CropBox& window, std::string& reason);
 
 /// The resize of torchvision's `Resize(size)` (shorter side to `size`, the longer to
 /// int(size * long / short), bilinear with antialiasing: a triangle filter widened by the scale when

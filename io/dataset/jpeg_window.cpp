@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <csetjmp>
+#include <functional>
 #include <cstring>
 #include <stdexcept>
 
@@ -47,9 +48,18 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 enum class Window { done, failed, whole };  // whole: not a case for the windowed path
 
+/// Throws std::invalid_argument when `box` does not lie inside a w x h image.
+void check_inside(const CropBox& box, int64_t w, int64_t h) {
+  if (box.x < 0 || box.y < 0 || box.w < 1 || box.h < 1 || box.x + box.w > w || box.y + box.h > h)
+    throw std::invalid_argument("decode_image_window: window " + std::to_string(box.w) + " x " + std::to_string(box.h) +
+                                " at (" + std::to_string(box.x) + ", " + std::to_string(box.y) + ") outside a " +
+                                std::to_string(w) + " x " + std::to_string(h) + " image");
+}
+
 // The RGB window of a gray, YCbCr or RGB JPEG (Window::whole for CMYK/YCCK).
-Window decode_jpeg_window(std::span<const uint8_t> bytes, const ImageLimits& lim, const CropBox& box, int min_w,
-                          int min_h, Image8& out, CropBox& window, std::string& reason) {
+Window decode_jpeg_window(std::span<const uint8_t> bytes, const ImageLimits& lim,
+                          const std::function<CropBox(int, int)>& pick, int min_w, int min_h, Image8& out,
+                          CropBox& window, std::string& reason) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   jpeg_progress_mgr progress{};
@@ -72,10 +82,8 @@ Window decode_jpeg_window(std::span<const uint8_t> bytes, const ImageLimits& lim
   const int64_t w = cinfo.image_width, h = cinfo.image_height;
   if (w < 1 || h < 1 || w > lim.max_side || h > lim.max_side || w * h > lim.max_pixels) return Window::whole;
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) return Window::whole;
-  if (box.x < 0 || box.y < 0 || box.w < 1 || box.h < 1 || box.x + box.w > w || box.y + box.h > h)
-    throw std::invalid_argument("decode_image_window: window " + std::to_string(box.w) + " x " + std::to_string(box.h) +
-                                " at (" + std::to_string(box.x) + ", " + std::to_string(box.y) + ") outside a " +
-                                std::to_string(w) + " x " + std::to_string(h) + " image");
+  const CropBox box = pick(static_cast<int>(h), static_cast<int>(w));
+  check_inside(box, w, h);
   int d = 1;
   for (int c : {8, 4, 2})
     if (box.w >= static_cast<int64_t>(min_w) * c && box.h >= static_cast<int64_t>(min_h) * c) {
@@ -118,19 +126,22 @@ Window decode_jpeg_window(std::span<const uint8_t> bytes, const ImageLimits& lim
 
 }  // namespace
 
-bool decode_image_window(std::span<const uint8_t> bytes, int channels, const ImageLimits& limits, const CropBox& box,
-                         int min_w, int min_h, Image8& out, CropBox& window, std::string& reason) {
+bool decode_image_window(std::span<const uint8_t> bytes, int channels, const ImageLimits& limits,
+                         const std::function<CropBox(int height, int width)>& pick, int min_w, int min_h, Image8& out,
+                         CropBox& window, std::string& reason) {
   if (channels == 3 && sniff_image(bytes) == ImageKind::jpeg) {
-    const Window r = decode_jpeg_window(bytes, limits, box, min_w, min_h, out, window, reason);
+    const Window r = decode_jpeg_window(bytes, limits, pick, min_w, min_h, out, window, reason);
     if (r != Window::whole) return r == Window::done;
   }
   if (!decode_image(bytes, channels, limits, 0, out, reason)) return false;
-  if (box.x < 0 || box.y < 0 || box.w < 1 || box.h < 1 || box.x + box.w > out.width || box.y + box.h > out.height)
-    throw std::invalid_argument("decode_image_window: window " + std::to_string(box.w) + " x " + std::to_string(box.h) +
-                                " at (" + std::to_string(box.x) + ", " + std::to_string(box.y) + ") outside a " +
-                                std::to_string(out.width) + " x " + std::to_string(out.height) + " image");
-  window = box;
+  window = pick(out.height, out.width);
+  check_inside(window, out.width, out.height);
   return true;
+}
+
+bool decode_image_window(std::span<const uint8_t> bytes, int channels, const ImageLimits& limits, const CropBox& box,
+                         int min_w, int min_h, Image8& out, CropBox& window, std::string& reason) {
+  return decode_image_window(bytes, channels, limits, [&](int, int) { return box; }, min_w, min_h, out, window, reason);
 }
 
 }  // namespace ht
