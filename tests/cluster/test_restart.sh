@@ -5,6 +5,7 @@
 #            on it, slurmd included). Training goes on with node4 in its place, in the same job (no
 #            requeue), and the final checkpoint's parameters and momentum are bitwise those of an
 #            uninterrupted 3-node run; the restart is a metrics.jsonl event and `hpctrain report` shows it.
+#   spare_mpirun  the same with HT_LAUNCHER=mpirun (Open MPI inside the allocation).
 #   elastic  3 nodes, no spare: node3 dies; training goes on on node1 and node2 (world size 3 -> 2, the
 #            same global batch and sample stream): every later loss within 1e-5 relative of the
 #            uninterrupted run, the learning rate identical.
@@ -17,10 +18,10 @@
 #            a warning, and the watchdog names node2 as the slow rank's host.
 mode=${1:-spare}
 case $mode in
-  spare) nodes=4 ;;
+  spare|spare_mpirun) nodes=4 ;;
   elastic|qualify) nodes=3 ;;
   repeat) nodes=2 ;;
-  *) echo "usage: $0 spare|elastic|repeat|qualify" >&2; exit 2 ;;
+  *) echo "usage: $0 spare|spare_mpirun|elastic|repeat|qualify" >&2; exit 2 ;;
 esac
 HT_TEST_CLUSTER_OPTS="--nodes $nodes --slurm" HT_TEST_LIMIT_S=${HT_TEST_LIMIT_S:-280}
 source "$(dirname "$0")/lib.sh"
@@ -80,6 +81,8 @@ restart_events() {  # restart_events RUN_DIR: the restart events as JSON lines
   grep '"event": "restart"' "$1/metrics.jsonl"
 }
 
+launcher=srun
+[[ $mode == spare_mpirun ]] && mode=spare launcher=mpirun
 case $mode in
 spare|elastic)
   ref=$work/ref run=$work/run
@@ -89,7 +92,7 @@ spare|elastic)
   [[ $mode == spare ]] && spares=1
   # slow_data_ms: about 40 ms a step, so the kill lands mid-run (numbers unchanged).
   # shellcheck disable=SC2046
-  submit "$mode" "$nodes" --export="ALL,HT_SPARE_NODES=$spares,HT_QUALIFY=0,HT_MAX_RESTARTS=2,HT_TEST_FAULTS=slow_data_ms=40" \
+  submit "$mode" "$nodes" --export="ALL,HT_LAUNCHER=$launcher,HT_SPARE_NODES=$spares,HT_QUALIFY=0,HT_MAX_RESTARTS=2,HT_TEST_FAULTS=slow_data_ms=40" \
     -- $(flags "$run")
   wait_steps "$run" 50 90
   T0=$EPOCHREALTIME
@@ -160,7 +163,7 @@ PY
   "$HT_BIN" report "$run" --out "$work/report" >"$work/report.log" 2>&1 || fail "hpctrain report: $(tail -n 5 "$work/report.log")"
   grep -q 'restart 1 (.*node3: lost.*cost ' "$work/report/report.md" || fail "the report does not show the restart: $(grep -i restart "$work/report/report.md")"
   grep -h 'failed node\|restart 1 of' "$work/$mode.out"
-  echo "PASS ($mode): node3 died at step $at; relaunched on $( [[ $mode == spare ]] && echo node1,node2,node4 || echo node1,node2) $t_relaunch s later," \
+  echo "PASS ($mode, $launcher): node3 died at step $at; relaunched on $( [[ $mode == spare ]] && echo node1,node2,node4 || echo node1,node2) $t_relaunch s later," \
     "job done $t_done s after the death, not requeued"
   ;;
 repeat)
@@ -180,24 +183,26 @@ repeat)
   echo "PASS (repeat): 3 launches failed at step 30, 2 restarts, then: $(grep -o 'not relaunching.*' "$work/repeat.out" | cut -c1-120)"
   ;;
 qualify)
-  # throttle NODE: stop its hpctrain processes 90 ms of every 100 until this test ends.
+  # throttle NODE: stop its hpctrain processes 90 ms of every 100 until unthrottled (pgrep over the
+  # node's network namespace: one process, so the processes run free only in the 10 ms).
+  holder=$(ht_cluster_pid node2)
+  node_ranks() { pgrep --ns "$holder" --nslist net -x hpctrain | tr '\n' ' '; }
   throttle() {
-    local node=$1
     (
       while :; do
-        pids=()
-        for p in $(ht_cluster_pids "$node"); do [[ $(cat "/proc/$p/comm" 2>/dev/null) == hpctrain ]] && pids+=("$p"); done
-        for _ in 1 2 3 4 5; do
-          (( ${#pids[@]} )) && kill -STOP "${pids[@]}" 2>/dev/null
-          sleep 0.09
-          (( ${#pids[@]} )) && kill -CONT "${pids[@]}" 2>/dev/null
-          sleep 0.01
-        done
+        pids=$(node_ranks)
+        if [[ -n $pids ]]; then
+          # shellcheck disable=SC2086
+          kill -STOP $pids 2>/dev/null; sleep 0.09; kill -CONT $pids 2>/dev/null; sleep 0.01
+        else
+          sleep 0.02
+        fi
       done
     ) &
     THROTTLE_PID=$!
   }
-  unthrottle() { kill "$THROTTLE_PID" 2>/dev/null; wait "$THROTTLE_PID" 2>/dev/null; kill -CONT $(ht_cluster_pids node2) 2>/dev/null; }
+  # shellcheck disable=SC2046
+  unthrottle() { kill "$THROTTLE_PID" 2>/dev/null; wait "$THROTTLE_PID" 2>/dev/null; kill -CONT $(node_ranks) 2>/dev/null; }
   throttle node2
   trap 'unthrottle' EXIT
   q="HT_QUALIFY_ARGS=--device cpu --qualify-seconds 1"
@@ -207,15 +212,18 @@ qualify)
   grep -q 'node node2 failed qualification: left out, a spare takes its place' "$work/qualify.out" ||
     fail "qualification did not name and replace node2"
   grep -q '"hosts":\["node1","node3"\]' "$work/q/metrics.jsonl" || fail "the run did not train on node1, node3: $(grep run_start "$work/q/metrics.jsonl" | cut -c1-300)"
-  # No spare: a 2-node job with node2 throttled starts anyway, and the watchdog names node2.
+  # No spare: a 2-node job with node2 throttled starts anyway (a warning), and the watchdog names node2.
   # shellcheck disable=SC2046
-  submit noSpare 2 --export="ALL,$q" -w node1,node2 -- $(flags "$work/n" --train.global_batch 32 --train.max_steps 60 \
-    --watchdog.window_steps 10)
+  # Steps of about 50 ms (longer than the throttle's period, so each step on node2 is slowed).
+  submit noSpare 2 --export="ALL,$q" -w node1,node2 -- $(flags "$work/n" --train.global_batch 2048 \
+    --data.synthetic_samples 4096 --data.synthetic_height 32 --data.synthetic_width 32 --data.synthetic_channels 3 \
+    --model.mlp_hidden 256 --train.eval false --watchdog.window_steps 10 --train.max_steps 40)
   wait_job 200 || fail "the job without a spare exited $?"
   grep -q 'warning: node node2 failed qualification, but no spare is left' "$work/noSpare.out" ||
     fail "no warning that node2 stays without a spare"
   grep '"event":"warning"' "$work/n/metrics.jsonl" | grep '"kind":"slow_rank"' | grep -q '"host":"node2"' ||
     fail "the watchdog did not name node2: $(grep '"event":"warning"' "$work/n/metrics.jsonl" | cut -c1-300)"
+  grep -h 'nodes qualified' "$work/qualify.out" "$work/noSpare.out"
   echo "PASS (qualify): node2 throttled: replaced by the spare node3 after qualification; without a spare the run starts and the watchdog names node2"
   ;;
 esac
