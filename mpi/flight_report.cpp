@@ -209,7 +209,8 @@ std::vector<FailedHost> failed_hosts(const std::string& run_dir) {
   };
   // Lost peers, by host: which ranks, and which ranks found them lost.
   std::vector<std::pair<std::string, std::pair<std::set<int>, std::set<int>>>> lost;  // host -> (lost, finders)
-  for (const RankRecord& r : read_records(fs::path(run_dir) / "flight"))
+  const std::vector<RankRecord> recs = read_records(fs::path(run_dir) / "flight");
+  for (const RankRecord& r : recs)
     for (const auto& [rank, host] : r.lost) {
       auto it = std::find_if(lost.begin(), lost.end(), [&](const auto& e) { return e.first == host; });
       if (it == lost.end()) it = lost.insert(lost.end(), {host, {}});
@@ -220,10 +221,12 @@ std::vector<FailedHost> failed_hosts(const std::string& run_dir) {
     add(host, "lost: " + ranks_text({who.first.begin(), who.first.end()}) + " gave no answer to a probe (found by " +
                   ranks_text({who.second.begin(), who.second.end()}) + ")");
   // A stop by the slow-rank policy: the latest start's run_end says slow_rank; its latest slow_rank
-  // warning names the host. Only lines that can matter are parsed (metrics.jsonl has a line a step).
+  // warning names the host. The latest start's hosts, by rank. Only lines that can matter are parsed
+  // (metrics.jsonl has a line a step).
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
   std::ifstream in(metrics);
   std::string line, status, slow_host, slow_rank;
+  std::vector<std::string> hosts;
   int64_t n = 0;
   while (std::getline(in, line)) {
     ++n;
@@ -237,7 +240,11 @@ std::vector<FailedHost> failed_hosts(const std::string& run_dir) {
       continue;  // a line cut short by a killed writer: only the events above matter
     }
     const std::string event = j.value("event", "");
-    if (event == "run_start") status.clear(), slow_host.clear();
+    if (event == "run_start") {
+      status.clear(), slow_host.clear(), hosts.clear();
+      if (j.contains("hosts") && j["hosts"].is_array())
+        for (const auto& h : j["hosts"]) hosts.push_back(h.is_string() ? h.get<std::string>() : "?");
+    }
     else if (event == "run_end") status = j.value("status", "");
     else if (event == "warning" && j.value("kind", "") == "slow_rank") {
       if (!j.contains("host") || !j["host"].is_string())
@@ -245,6 +252,27 @@ std::vector<FailedHost> failed_hosts(const std::string& run_dir) {
       slow_host = j["host"].get<std::string>();
       slow_rank = j.contains("rank") ? j["rank"].dump() : "?";
     }
+  }
+  // Nobody found a peer lost, every record was written on a stop signal (the launcher ended the job)
+  // and some ranks wrote none: those ended without a chance to (their node died, or they were killed
+  // at once), as when mpirun ends the job on losing a node's daemon before any rank's probe names it.
+  // Not when a rank wrote of its own error: the launcher then kills the rest, some at once.
+  const bool all_stopped = std::all_of(recs.begin(), recs.end(),
+                                       [](const RankRecord& r) { return r.reason.rfind("stop signal", 0) == 0; });
+  if (lost.empty() && !recs.empty() && all_stopped && static_cast<int>(hosts.size()) == recs[0].world_size) {
+    std::set<int> present;
+    for (const RankRecord& r : recs) present.insert(r.rank);
+    std::vector<std::pair<std::string, std::vector<int>>> silent;  // host -> ranks, in rank order
+    for (int q = 0; q < recs[0].world_size; ++q) {
+      if (present.count(q)) continue;
+      const std::string& h = hosts[static_cast<size_t>(q)];
+      auto it = std::find_if(silent.begin(), silent.end(), [&](const auto& e) { return e.first == h; });
+      if (it == silent.end()) silent.push_back({h, {q}});
+      else it->second.push_back(q);
+    }
+    for (const auto& [host, ranks] : silent)
+      add(host, "no flight record from " + ranks_text(ranks) + " while " + std::to_string(recs.size()) +
+                    " ranks wrote one (ended without a chance to: its node died, or it was killed at once)");
   }
   if (status == "slow_rank" && !slow_host.empty())
     add(slow_host, std::string("slow: rank ").append(slow_rank).append(

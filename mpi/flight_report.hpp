@@ -21,7 +21,10 @@ struct FailedHost {
 };
 
 /// The hosts a relaunch should leave out, from what the latest start of the run in RUN_DIR wrote:
-/// the peers its ranks found lost (the flight records' `lost` lists: no answer to a probe), and the
+/// the peers its ranks found lost (the flight records' `lost` lists: no answer to a probe); when none
+/// was and every record was written on a stop signal (the launcher ended the job), the hosts of ranks
+/// that left no record (the latest run_start's hosts);
+/// and the
 /// host of the rank judged slow when the run stopped by watchdog.slow_rank_stop_windows (run_end
 /// status `slow_rank` in metrics.jsonl, the host of the latest `slow_rank` warning). In order of first
 /// mention, each host once. Empty when nothing names a host. Throws UsageError naming the file and

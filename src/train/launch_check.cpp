@@ -115,7 +115,10 @@ bool is_launcher_bookkeeping(const std::string& name) {
 
 std::map<std::string, std::string> launch_fingerprint_from_environment() {
   std::map<std::string, std::string> m;
-  for (const char* k : {"SLURM_JOB_ID", "SLURM_STEP_ID"}) m[k] = env_or_empty(k);
+  m["SLURM_JOB_ID"] = env_or_empty("SLURM_JOB_ID");
+  // Under mpirun inside an allocation the step id is not the launch's: ranks on mpirun's node carry
+  // the batch step's, those on other nodes the step of the daemons mpirun started with srun.
+  if (!std::getenv("OMPI_MCA_orte_hnp_uri")) m["SLURM_STEP_ID"] = env_or_empty("SLURM_STEP_ID");
   for (char** e = environ; e && *e; ++e) {
     const std::string kv = *e;
     if (kv.rfind("OMPI_MCA_", 0) != 0) continue;

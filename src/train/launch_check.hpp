@@ -28,7 +28,8 @@ LaunchEnv launch_env_from_environment();
 /// processes than the MPI world holds (`world_size`), else nullopt. Pure.
 std::optional<std::string> launch_size_problem(const LaunchEnv& env, int world_size);
 
-/// The variables that must agree between the ranks of one run: SLURM_JOB_ID, SLURM_STEP_ID and every
+/// The variables that must agree between the ranks of one run: SLURM_JOB_ID, SLURM_STEP_ID (not under
+/// mpirun: there it is the batch step's on mpirun's node and the daemons' step on the others) and every
 /// OMPI_MCA_* (name -> value) except the launcher's own per-process bookkeeping (see
 /// is_launcher_bookkeeping), from this process's environment.
 std::map<std::string, std::string> launch_fingerprint_from_environment();

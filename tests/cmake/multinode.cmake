@@ -16,7 +16,7 @@ ht_add_multinode_test(multinode_start_repeat cluster/test_start_repeat.sh 480)
 ht_add_multinode_test(multinode_launch_checks cluster/test_launch_checks.sh 330)
 ht_add_multinode_test(multinode_scaling cluster/test_scaling.sh 450)
 # Restart inside the allocation (issue 27; slurm/train.sbatch): one failure per mode.
-foreach(mode spare elastic repeat qualify)
+foreach(mode spare spare_mpirun elastic repeat qualify)
   ht_add_script_test(multinode_restart_${mode} cluster/test_restart.sh ARGS ${mode} LABELS multinode TIMEOUT 330)
   set_tests_properties(multinode_restart_${mode} PROPERTIES RESOURCE_LOCK ht_cluster)
 endforeach()

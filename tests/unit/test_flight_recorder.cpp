@@ -175,6 +175,27 @@ TEST_CASE("failed hosts: lost peers from the records, a slow rank's host from th
   CHECK(f[0].host == "node2");
   CHECK(f[0].cause == "lost: ranks 4-5 gave no answer to a probe (found by ranks 0-2)");
 
+  // No peer found lost, records from ranks 0-2 and 4 of 6: rank 3 and 5 wrote none; their hosts
+  // (the latest run_start's) are named. Not when the hosts do not match the records' world size.
+  for (int r : {0, 1, 2}) write_record(dir, r, 6, 9, "backward", nlohmann::json::array(), "stop signal 15");
+  std::ofstream(dir / "metrics.jsonl") << R"({"event": "run_start", "time": 1, "hosts": ["a", "a", "b", "b", "c", "c"]})"
+                                       << "\n";
+  f = failed_hosts(dir.string());
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].host == "b");
+  CHECK(f[0].cause == "no flight record from rank 3 while 4 ranks wrote one (ended without a chance to: its node died, "
+                      "or it was killed at once)");
+  CHECK((f[1].host == "c" && f[1].cause.rfind("no flight record from rank 5 ", 0) == 0));
+  std::ofstream(dir / "metrics.jsonl") << R"({"event": "run_start", "time": 1, "hosts": ["a", "b"]})" << "\n";
+  CHECK(failed_hosts(dir.string()).empty());
+  // A rank's own error explains the failure: the launcher then kills the others, some before they
+  // can write, and their hosts are not named.
+  std::ofstream(dir / "metrics.jsonl") << R"({"event": "run_start", "time": 1, "hosts": ["a", "a", "b", "b", "c", "c"]})"
+                                       << "\n";
+  write_record(dir, 1, 6, 9, "backward", nlohmann::json::array(), "fatal error: injected");
+  CHECK(failed_hosts(dir.string()).empty());
+  fs::remove(dir / "metrics.jsonl");
+
   // The slow-rank stop: only the latest start's run_end counts, with its latest slow_rank warning.
   auto metrics = [&](const std::string& text) { std::ofstream(dir / "metrics.jsonl") << text; };
   const std::string start = R"({"event": "run_start", "time": 1, "hosts": ["node0", "node1"]})" "\n";

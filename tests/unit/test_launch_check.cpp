@@ -96,4 +96,18 @@ TEST_CASE("launch check: the launcher's per-process variables are not compared",
   CHECK(fp.count("OMPI_MCA_orte_top_session_dir") == 0);
   REQUIRE(fp.count("OMPI_MCA_btl_tcp_if_include") == 1);
   CHECK(fp.at("OMPI_MCA_btl_tcp_if_include") == "eth7");
+  // The step id counts under srun; under mpirun (its ranks have OMPI_MCA_orte_hnp_uri) it is the
+  // batch step's on mpirun's node and the daemons' step elsewhere, so it is left out.
+  const char* hnp = std::getenv("OMPI_MCA_orte_hnp_uri");
+  const std::string saved = hnp ? hnp : "";
+  ::setenv("SLURM_STEP_ID", "0", 1);
+  ::unsetenv("OMPI_MCA_orte_hnp_uri");
+  CHECK(launch_fingerprint_from_environment().count("SLURM_STEP_ID") == 1);
+  ::setenv("OMPI_MCA_orte_hnp_uri", "1.0;tcp://10.0.0.1:1", 1);
+  const auto under_mpirun = launch_fingerprint_from_environment();
+  CHECK(under_mpirun.count("SLURM_STEP_ID") == 0);
+  CHECK(under_mpirun.count("SLURM_JOB_ID") == 1);
+  ::unsetenv("SLURM_STEP_ID");
+  if (hnp) ::setenv("OMPI_MCA_orte_hnp_uri", saved.c_str(), 1);
+  else ::unsetenv("OMPI_MCA_orte_hnp_uri");
 }
