@@ -8,18 +8,5 @@ set -euo pipefail
 
 PACKAGES=(podman buildah runc mmdebstrap charliecloud squashfs-tools squashfuse fuse-overlayfs uidmap)
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
-
-echo "install_tools: installing ${missing[*]}"
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install_tools: done"
+# The check and the apt install are install_deps.sh's, on this list.
+HT_DEPS_NAME=install_tools HT_DEPS_PACKAGES="${PACKAGES[*]}" exec bash "$(dirname "$0")/../scripts/install_deps.sh"

@@ -87,6 +87,29 @@ std::string flight_inspect_hint() {
   return g_dir.empty() ? std::string() : "hpctrain inspect --flight " + g_dir;
 }
 
+std::string flight_recorder_write(const std::string& name, const std::string& text) noexcept {
+  try {
+    std::string dir;
+    {
+      std::lock_guard lk(g_mu);
+      dir = g_dir;
+    }
+    if (dir.empty()) return "";
+    const fs::path out = fs::path(dir) / "flight", path = out / name, tmp = out / (name + ".tmp");
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    {
+      std::ofstream f(tmp);
+      f << text;
+      if (!f.good()) return "";
+    }
+    fs::rename(tmp, path, ec);
+    return ec ? std::string() : path.string();
+  } catch (...) {
+    return "";
+  }
+}
+
 std::string flight_recorder_dump(const std::string& reason, const std::vector<LostPeer>& lost) noexcept {
   try {
     nlohmann::json j;

@@ -41,6 +41,11 @@ struct LostPeer {
 /// make a failing rank fail differently). Any thread; never throws.
 std::string flight_recorder_dump(const std::string& reason, const std::vector<LostPeer>& lost = {}) noexcept;
 
+/// Writes `text` to RUN_DIR/flight/NAME (a temporary file renamed), beside the records: a report
+/// that belongs with them (NCCL's RAS status at a time-out). Returns the path, or "" when no
+/// directory is set or the write failed. Any thread; never throws.
+std::string flight_recorder_write(const std::string& name, const std::string& text) noexcept;
+
 /// The command that lines up every rank's dump, for messages: "hpctrain inspect --flight RUN_DIR";
 /// "" when no directory is set.
 std::string flight_inspect_hint();

@@ -28,6 +28,13 @@ if [[ ${HT_DEPS:-all} == build ]]; then
   PACKAGES=("${BUILD_PACKAGES[@]}")
   HT_WITH_SLURM=0
 fi
+# HT_DEPS_PACKAGES: exactly these instead (word-split), with the same check and install; the log
+# lines say HT_DEPS_NAME (containers/install_tools.sh: the container tools).
+if [[ -n ${HT_DEPS_PACKAGES:-} ]]; then
+  read -r -a PACKAGES <<<"$HT_DEPS_PACKAGES"
+  HT_WITH_SLURM=0
+fi
+name=${HT_DEPS_NAME:-install_deps}
 if [[ "${HT_WITH_SLURM:-1}" == 1 ]]; then
   PACKAGES+=(slurmctld slurmd slurm-client munge)  # Slurm for the sbatch tests (one node, or several: tests/cluster)
   PACKAGES+=(iproute2)                             # ip: the simulated cluster's namespaces and links (tests/cluster)
@@ -41,10 +48,10 @@ for p in "${PACKAGES[@]}"; do
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
-echo "install_deps: installing ${missing[*]}"
+echo "$name: installing ${missing[*]}"
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install_deps: done"
+echo "$name: done"

@@ -39,6 +39,7 @@
 #include "mpi/collective_guard.hpp"
 #include "cuda/cuda_context.hpp"
 #include "mpi/gpu/poll_deadline.hpp"
+#include "mpi/nccl_ras.hpp"
 #include "base/bf16.hpp"
 #include "mpi/mpi_communicator.hpp"  // mpi_broadcast_bytes
 #include "mpi/gpu/nccl_communicator.hpp"
@@ -302,9 +303,12 @@ class NcclCommunicator final : public Communicator {
   }
 
   [[noreturn]] void timeout(const std::string& op) {
+    // NCCL's own view first (RAS, mpi/nccl_ras.hpp), while this rank's communicator still takes part.
+    const std::string ras = nccl_ras_timeout_note(rank_);
     abort_comm();
     // Name the lost peers as the collective guard does (the beacon answers without NCCL or MPI).
-    throw RuntimeError(nccl_timeout_message(rank_, host_, op, timeout_s_, nccl_settings_text(), probe_peers_text(kProbeWindowS)));
+    throw RuntimeError(nccl_timeout_message(rank_, host_, op, timeout_s_, nccl_settings_text(),
+                                            probe_peers_text(kProbeWindowS) + ras));
   }
 
   [[noreturn]] void fail(const std::string& op, const std::string& cause) {

@@ -31,6 +31,7 @@
 #include "mpi/collective_guard.hpp"
 #include "mpi/dist.hpp"
 #include "mpi/gpu/nccl_communicator.hpp"
+#include "mpi/nccl_ras.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/test_faults.hpp"
@@ -242,6 +243,16 @@ AllreduceResult nccl_allreduce_check(const DoctorOptions& o, const DistContext& 
       auto t1 = std::chrono::steady_clock::now();
       if (it > 0) elapsed += std::chrono::duration<double>(t1 - t0).count();
     }
+    // NCCL's own view of the job (RAS, NCCL 2.24+) while the communicator lives: rank 0 asks its
+    // node's service, which gathers every process's state within 3 s.
+    if (d.rank == 0) {
+      const RasStatus ras = nccl_ras_query(nccl_ras_address(), 3, 8);
+      res.ras_reached = ras.reached;
+      res.ras = ras.reached && ras.error.empty() ? nccl_ras_problems(ras.report)
+                : ras.reached ? ras.error
+                              : ras.error + " (NCCL older than 2.24, NCCL_RAS_ENABLE=0, or NCCL_RAS_ADDR elsewhere)";
+    }
+    HT_MPI_CHECK(MPI_Barrier(d.world));
     std::vector<float> back(res.count);
     HT_CUDA_CHECK(cudaMemcpyAsync(back.data(), dbuf, res.count * sizeof(float), cudaMemcpyDeviceToHost, stream));
     HT_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -107,6 +107,9 @@ void allreduce(std::ostringstream& out, const std::vector<AllreduceResult>& ars,
     else
       out << std::setprecision(3) << a.ms << " ms, algbw " << a.algbw_gbs << " GB/s, busbw " << a.busbw_gbs
           << " GB/s, result " << (a.correct ? "correct" : "WRONG") << "\n";
+    if (!a.ras.empty())
+      out << "NCCL RAS (" << (a.ras_reached ? "the job's health as NCCL sees it" : "not reached") << "): " << a.ras
+          << "\n";
   }
 }
 

@@ -132,6 +132,7 @@ void to_json(json& j, const AllreduceResult& a) {
   j = {{"backend", a.backend},         {"floats", a.count},        {"ms", a.ms},
        {"algbw_gb_per_s", a.algbw_gbs}, {"busbw_gb_per_s", a.busbw_gbs}, {"correct", a.correct},
        {"error", a.error}};
+  if (!a.ras.empty()) j["nccl_ras"] = {{"reached", a.ras_reached}, {"problems", a.ras}};
 }
 
 void to_json(json& j, const DoctorReport& r) {

@@ -108,6 +108,10 @@ struct AllreduceResult {
   double busbw_gbs = 0;  ///< algbw * 2(n-1)/n, as nccl-tests reports
   bool correct = false;
   std::string error;
+  /// NCCL only: what NCCL's RAS service reported while the communicator lived (its problem lines,
+  /// "no problem reported"), or why it could not be asked (mpi/nccl_ras.hpp); empty when not asked.
+  std::string ras;
+  bool ras_reached = false;
 };
 
 /// The whole result on rank 0: what `--json FILE` writes.

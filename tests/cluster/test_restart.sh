@@ -15,7 +15,9 @@
 #   qualify  3 nodes, 2 train + 1 spare, node2's processes throttled to about 10 % of a CPU (stopped
 #            90 ms of every 100, as a CFS quota does): qualification names node2 and the spare
 #            replaces it. Then 2 nodes without a spare, node2 throttled: the run starts on both, with
-#            a warning, and the watchdog names node2 as the slow rank's host.
+#            a warning, and the watchdog names node2 as the slow rank's host. Then the slow-rank policy
+#            (watchdog.slow_rank_stop_windows) without qualification: exit 4 naming node2, and the
+#            relaunch puts the spare in its place.
 mode=${1:-spare}
 case $mode in
   spare|spare_mpirun) nodes=4 ;;
@@ -226,7 +228,20 @@ qualify)
     fail "no warning that node2 stays without a spare"
   grep '"event":"warning"' "$work/n/metrics.jsonl" | grep '"kind":"slow_rank"' | grep -q '"host":"node2"' ||
     fail "the watchdog did not name node2: $(grep '"event":"warning"' "$work/n/metrics.jsonl" | cut -c1-300)"
+  # The slow-rank policy (watchdog.slow_rank_stop_windows) with a spare and no qualification: the run
+  # stops with exit 4 naming node2 after a checkpoint, and the script relaunches it on node1, node3.
+  # shellcheck disable=SC2046
+  submit slow 3 --export="ALL,HT_QUALIFY=0,HT_SPARE_NODES=1" -- $(flags "$work/s" --train.global_batch 2048 \
+    --data.synthetic_samples 4096 --data.synthetic_height 32 --data.synthetic_width 32 --data.synthetic_channels 3 \
+    --model.mlp_hidden 256 --train.eval false --watchdog.window_steps 5 --watchdog.slow_rank_stop_windows 2 \
+    --checkpoint.every_steps 10 --train.max_steps 40)
+  wait_job 200 || fail "the job with the slow-rank policy exited $?"
+  restart_events "$work/s" | grep -q '"exit_code": 4, "cause": "exit 4: node2: slow: rank 1 judged slow' ||
+    fail "no restart naming node2 after exit 4: $(restart_events "$work/s")"
+  restart_events "$work/s" | grep -q '"mode": "spare", "failed_hosts": \["node2"\], "previous_nodes": \["node1", "node2"\], "nodes": \["node1", "node3"\]' ||
+    fail "the relaunch did not put node3 in node2's place: $(restart_events "$work/s")"
   grep -h 'nodes qualified' "$work/qualify.out" "$work/noSpare.out"
-  echo "PASS (qualify): node2 throttled: replaced by the spare node3 after qualification; without a spare the run starts and the watchdog names node2"
+  echo "PASS (qualify): node2 throttled: replaced by the spare node3 after qualification; without a spare the run" \
+    "starts and the watchdog names node2; with the slow-rank policy the run stops (exit 4) and goes on on node1, node3"
   ;;
 esac
