@@ -12,6 +12,7 @@
 
 #include "mpi/gpu/communicator_factory.hpp"
 #include "mpi/mpi_communicator.hpp"
+#include "mpi_test_world.hpp"
 #include "tests/unit/text_test_util.hpp"
 
 using namespace ht;
@@ -22,16 +23,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using ht::test::world_rank;
+using ht::test::world_size;
 
 // Rank r holds (r+1)*(i%7+1) (+ salt): small integers, so float sums are exact and so is the
 // average for 2 and 4 ranks (it is a multiple of 0.25 well inside float precision).

@@ -10,21 +10,14 @@
 
 #include "mpi/bucketer.hpp"
 #include "mpi/mpi_communicator.hpp"
+#include "mpi_test_world.hpp"
 #include "mpi/wire_bf16.hpp"
 
 using namespace ht;
 
 namespace {
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using ht::test::world_rank;
+using ht::test::world_size;
 // Values that are not bf16 numbers: each rank's rounding matters.
 float value(size_t i, int rank) { return 1.0f + 0.001953125f * 0.37f * static_cast<float>(i % 97) + 0.3f * rank; }
 }  // namespace
