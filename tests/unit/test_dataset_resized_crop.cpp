@@ -13,6 +13,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "tests/unit/loader_test_util.hpp"
 #include "io/dataset/augment.hpp"
 #include "io/dataset/dataset.hpp"
 #include "io/dataset/resample.hpp"
@@ -70,14 +71,7 @@ TEST_CASE("resized crop: the loader's pixels equal PIL's crop + resize + mirror"
   const int H = 37, W = 53, C = 3, S = 24;  // odd sizes: uneven taps; S both above and below the boxes
   const int64_t N = 24;
   auto ds = make_synthetic_dataset(N, H, W, C, 4, 17, "train");
-  LoaderOptions o;
-  o.global_batch = 8;
-  o.seed = 123;
-  o.crop_size = S;
-  o.resized_crop = true;
-  o.flip = true;
-  o.layout = Layout::NHWC;
-  o.threads = 3;
+  LoaderOptions o = test::resized_crop_options(123, S, Layout::NHWC, 3);
   o.prefetch = false;
   const DatasetInfo& info = ds->info();
   DataLoader dl(ds, o);
@@ -179,14 +173,9 @@ TEST_CASE("centre crop: the eval loader keeps the centre window, as CenterCrop",
 TEST_CASE("loader threads: the same batches on 1 and 4 threads, every augmentation", "[dataset][augment]") {
   auto ds = make_synthetic_dataset(40, 19, 23, 3, 4, 9, "train");
   auto batches = [&](int threads, bool resized, int pad, int crop) {
-    LoaderOptions o;
-    o.global_batch = 8;
-    o.seed = 5;
-    o.flip = true;
+    LoaderOptions o = test::resized_crop_options(5, crop, Layout::NCHW, threads);
     o.crop_padding = pad;
-    o.crop_size = crop;
     o.resized_crop = resized;
-    o.threads = threads;
     DataLoader dl(ds, o);
     dl.start_epoch(2);
     std::vector<float> all;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/loader_test_util.hpp"
 #include "io/dataset/augment.hpp"
 #include "io/dataset/dataset.hpp"
 #include "io/dataset/dataset_h5.hpp"
@@ -204,15 +205,7 @@ TEST_CASE("encoded loader: RandomResizedCrop over the whole photo equals PIL's c
   write_dataset_shard((dir / shard_file_name("train", 0, 1)).string(), info, "train", 0, 1, {}, labels, 0, &enc);
   auto ds = open_sharded_dataset(dir.string(), "train");
   REQUIRE(ds->info().encoded);
-  LoaderOptions o;
-  o.global_batch = 8;
-  o.seed = 77;
-  o.crop_size = S;
-  o.resized_crop = true;
-  o.flip = true;
-  o.layout = Layout::NCHW;
-  o.threads = 2;
-  DataLoader dl(ds, o);
+  DataLoader dl(ds, test::resized_crop_options(77, S, Layout::NCHW, 2));
   const int epoch = 3;
   dl.start_epoch(epoch);
   std::map<int64_t, std::vector<uint8_t>> got;  // HWC bytes, the normalisation undone exactly
