@@ -94,7 +94,7 @@ spare|elastic)
   [[ $mode == spare ]] && spares=1
   # slow_data_ms: about 40 ms a step, so the kill lands mid-run (numbers unchanged).
   # shellcheck disable=SC2046
-  submit "$mode" "$nodes" --export="ALL,HT_LAUNCHER=$launcher,HT_SPARE_NODES=$spares,HT_QUALIFY=0,HT_MAX_RESTARTS=2,HT_TEST_FAULTS=slow_data_ms=40" \
+  submit "$mode" "$nodes" --export="ALL,HT_LAUNCHER=$launcher,HT_SPARE_NODES=$spares,HT_QUALIFY=0,HT_MAX_RESTARTS=2,HT_LOST_GRACE_S=5,HT_TEST_FAULTS=slow_data_ms=40" \
     -- $(flags "$run")
   wait_steps "$run" 50 90
   T0=$EPOCHREALTIME
@@ -167,7 +167,7 @@ print(f"restart event: {e['cause']}; {e['seconds_since_last_step']} s from the l
 PY
   "$HT_BIN" report "$run" --out "$work/report" >"$work/report.log" 2>&1 || fail "hpctrain report: $(tail -n 5 "$work/report.log")"
   grep -q 'restart 1 (.*node3: .*cost ' "$work/report/report.md" || fail "the report does not show the restart: $(grep -i restart "$work/report/report.md")"
-  grep -h 'failed node\|restart 1 of' "$work/$mode.out"
+  grep -h 'failed node\|restart 1 of\|named lost peers\|job step exited' "$work/$mode.out"
   echo "PASS ($mode, $launcher): node3 died at step $at; relaunched on $( [[ $mode == spare ]] && echo node1,node2,node4 || echo node1,node2) $t_relaunch s later," \
     "job done $t_done s after the death, not requeued"
   ;;
