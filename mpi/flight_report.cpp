@@ -201,6 +201,7 @@ std::string flight_report(const std::string& run_dir) {
 }
 
 std::vector<FailedHost> failed_hosts(const std::string& run_dir) {
+  if (!fs::is_directory(run_dir)) throw UsageError("RUN_DIR " + run_dir + ": not a directory");
   std::vector<FailedHost> out;
   auto add = [&](const std::string& host, const std::string& cause) {
     for (FailedHost& f : out)

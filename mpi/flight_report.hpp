@@ -27,8 +27,8 @@ struct FailedHost {
 /// and the
 /// host of the rank judged slow when the run stopped by watchdog.slow_rank_stop_windows (run_end
 /// status `slow_rank` in metrics.jsonl, the host of the latest `slow_rank` warning). In order of first
-/// mention, each host once. Empty when nothing names a host. Throws UsageError naming the file and
-/// field when a record or metrics line cannot be read. Reads files only (slurm/train.sbatch's restart).
+/// mention, each host once. Empty when nothing names a host. Throws UsageError when RUN_DIR is not a
+/// directory, or naming the file and field when a record or metrics line cannot be read. Reads files only (slurm/train.sbatch's restart).
 std::vector<FailedHost> failed_hosts(const std::string& run_dir);
 
 }  // namespace ht

@@ -155,6 +155,7 @@ TEST_CASE("flight report: no record, a file that is not one, a bad field: errors
 TEST_CASE("failed hosts: lost peers from the records, a slow rank's host from the latest start", "[mpi][flight]") {
   const fs::path dir = ht::test::fresh_temp_dir("ht_flight", "failed");
   CHECK(failed_hosts(dir.string()).empty());  // no record, no metrics: nothing named
+  CHECK_THROWS_WITH(failed_hosts((dir / "absent").string()), Catch::Contains("absent: not a directory"));
   // A 6-rank run over node0..node2: ranks 4 and 5 (node2) lost, found by ranks 0 and 1; rank 2
   // found rank 5 only; rank 3 wrote no record; a record from before the field existed has no list.
   auto lost = [](std::initializer_list<int> ranks) {
