@@ -113,12 +113,10 @@ std::string flight_recorder_write(const std::string& name, const std::string& te
 std::string flight_recorder_dump(const std::string& reason, const std::vector<LostPeer>& lost) noexcept {
   try {
     nlohmann::json j;
-    std::string dir;
     int rank = 0;
     {
       std::lock_guard lk(g_mu);
       if (g_dir.empty()) return "";
-      dir = g_dir;
       rank = g_rank;
       const double now = monotonic_s();
       const Whereabouts w = whereabouts_now();
@@ -144,19 +142,10 @@ std::string flight_recorder_dump(const std::string& reason, const std::vector<Lo
       }
       j["entries"] = std::move(entries);
     }
-    const fs::path out = fs::path(dir) / "flight";
-    std::error_code ec;
-    fs::create_directories(out, ec);
     char name[32];
     std::snprintf(name, sizeof name, "rank-%05d.json", rank);
-    const fs::path path = out / name, tmp = out / (std::string(name) + ".tmp");
-    {
-      std::ofstream f(tmp);
-      f << j.dump(1) << '\n';
-      if (!f.good()) return "";
-    }
-    fs::rename(tmp, path, ec);
-    return ec ? std::string() : path.string();
+    // One item per line: slurm/train.sbatch's watcher looks for a non-empty `lost` list by its line.
+    return flight_recorder_write(name, j.dump(1) + "\n");
   } catch (...) {
     return "";
   }

@@ -11,7 +11,8 @@
 #   4. host mpirun across the nodes (rsh agent tests/cluster/node_rsh.sh) starting `podman run` per
 #      rank (the node's network, IPC, UTS; the command slurm/train.sbatch uses): 2 rank containers
 #      started on each node, ranks on node1,node1,node2,node2, traffic over node2's link;
-#   5. `sbatch --nodes=2 slurm/train.sbatch` with HT_CONTAINER set (srun --mpi=pmix, podman): the
+#   5. `sbatch --nodes=2 slurm/train.sbatch` with HT_CONTAINER set (srun --mpi=pmix, podman; the node
+#      qualification runs first, in the image too): the
 #      same, with no hpctrain on the job's PATH or in HT_BIN.
 # Both container runs' step losses must equal the reference's within 1e-5 relative (the tolerance
 # of tests/cluster/test_train_equal.sh); the test also says whether they are bitwise equal.
@@ -162,8 +163,11 @@ st=$(ht_slurm_wait_state "$job" '^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|
 grep -E 'container:|via srun' sbatch.out
 grep -q "container: $id via podman" sbatch.out || fail "the job's ranks did not run in the container"
 grep -q 'via srun' sbatch.out || fail "the job did not launch with srun"
+# Per node: 2 for the node qualification (hpctrain doctor --qualify, on by default on 2+ nodes,
+# in the image too), then 2 for training.
 c1=$(( $(rank_containers node1) - b1 )) c2=$(( $(rank_containers node2) - b2 ))
-(( c1 == 2 && c2 == 2 )) || fail "sbatch: expected 2 rank containers started on each node, saw node1 $c1, node2 $c2"
-echo "rank containers: node1 $c1, node2 $c2"
+(( c1 == 4 && c2 == 4 )) || fail "sbatch: expected 2 qualification and 2 rank containers started on each node, saw node1 $c1, node2 $c2"
+grep -q '2 of 2 nodes qualified' sbatch.out || fail "sbatch: no qualification verdict from the image's doctor: $(grep -i qualif sbatch.out)"
+echo "containers (qualification + ranks): node1 $c1, node2 $c2"
 check_run "$work/sbatch_podman" "sbatch --nodes=2 train.sbatch, HT_CONTAINER"
 phase "PASS: 4 ranks in containers on 2 nodes (host mpirun + podman; sbatch/srun + podman) = 4 ranks outside containers"
