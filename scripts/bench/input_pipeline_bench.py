@@ -14,7 +14,6 @@ hpctrain_raw against torch_hdf5_raw and hpctrain_encoded against torch_jpeg and 
 Writes JSON with the machine, the command and the ratios (hpctrain / torch) per repeat.
 Usage: scripts/bench/input_pipeline_bench.py [--bin build/hpctrain] [--files 512] [--repeats 2]
        [--out results/cpu/input_pipeline.json]"""
-import argparse
 import glob
 import io
 import json
@@ -28,7 +27,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prepare_bench import photos  # noqa: E402
+from prepare_bench import bench_args, photos, write_results  # noqa: E402
 
 
 def torch_pass(dataset, batch):
@@ -65,13 +64,7 @@ class H5Shards:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="build/hpctrain")
-    ap.add_argument("--files", type=int, default=512)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--out", default="results/cpu/input_pipeline.json")
-    a = ap.parse_args()
+    a = bench_args("results/cpu/input_pipeline.json", files=512, batch=64, repeats=2)
     os.environ["OMP_NUM_THREADS"] = "1"
     os.sched_setaffinity(0, {0})  # PyTorch on the core hpctrain runs on (taskset -c 0): the same core for all
     import torch
@@ -117,11 +110,7 @@ def main():
         "ratio_encoded_vs_torch_jpeg": best["hpctrain_encoded"] / best["torch_jpeg"],
         "ratio_encoded_vs_torch_hdf5_encoded": best["hpctrain_encoded"] / best["torch_hdf5_encoded"],
     }
-    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(res, f, indent=2)
-        f.write("\n")
-    print(json.dumps(res, indent=2))
+    write_results(res, a.out)
 
 
 if __name__ == "__main__":

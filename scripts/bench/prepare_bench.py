@@ -17,6 +17,25 @@ import numpy as np
 from PIL import Image
 
 
+def bench_args(out, **counts):
+    """A bench script's command line: --bin, the whole-number options `counts` (name=default, in order), --out."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="build/hpctrain")
+    for name, default in counts.items():
+        ap.add_argument(f"--{name}", type=int, default=default)
+    ap.add_argument("--out", default=out)
+    return ap.parse_args()
+
+
+def write_results(res, path):
+    """Writes the bench results as indented JSON to `path` (making its folder) and prints them."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(res, f, indent=2)
+        f.write("\n")
+    print(json.dumps(res, indent=2))
+
+
 def photos(root, n, w, h, seed):
     """n JPEG files (quality 90) with photo-like content, in 4 class folders."""
     rng = np.random.default_rng(seed)
@@ -44,15 +63,7 @@ def pil_convert(root, size):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="build/hpctrain")
-    ap.add_argument("--files", type=int, default=400)
-    ap.add_argument("--width", type=int, default=500)
-    ap.add_argument("--height", type=int, default=375)
-    ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", default="results/cpu/prepare_imagefolder.json")
-    a = ap.parse_args()
+    a = bench_args("results/cpu/prepare_imagefolder.json", files=400, width=500, height=375, size=256, repeats=3)
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
     torch.set_num_threads(1)
@@ -84,11 +95,7 @@ def main():
         "ratio_best": max(ours) / max(theirs),
         "ratio_per_repeat": [o / t for o, t in zip(ours, theirs)],
     }
-    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(res, f, indent=2)
-        f.write("\n")
-    print(json.dumps(res, indent=2))
+    write_results(res, a.out)
 
 
 if __name__ == "__main__":

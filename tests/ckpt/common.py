@@ -54,20 +54,22 @@ def start(args, np_ranks=None, env=None):
                             start_new_session=True)
 
 
-def metrics(run_dir, event="step"):
+def metric_events(run_dir):
+    """Every record of RUN_DIR/metrics.jsonl in order ([] without the file), skipping lines cut by SIGKILL."""
     out = []
     p = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(p):
-        return out
-    with open(p) as f:
-        for line in f:
-            try:
-                j = json.loads(line)
-            except ValueError:
-                continue  # a line cut by SIGKILL
-            if j.get("event") == event:
-                out.append(j)
+    if os.path.exists(p):
+        with open(p) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass  # a line cut by SIGKILL
     return out
+
+
+def metrics(run_dir, event="step"):
+    return [j for j in metric_events(run_dir) if j.get("event") == event]
 
 
 def losses(run_dir):
@@ -84,15 +86,7 @@ def wait_for_step(run_dir, step, proc, timeout=60):
     starts = len(metrics(run_dir, "run_start"))
     t0 = time.time()
     while time.time() - t0 < timeout:
-        lines = []
-        p = os.path.join(run_dir, "metrics.jsonl")
-        if os.path.exists(p):
-            with open(p) as f:
-                for line in f:
-                    try:
-                        lines.append(json.loads(line))
-                    except ValueError:
-                        pass
+        lines = metric_events(run_dir)
         seen = 0
         for j in lines:
             if j.get("event") == "run_start":

@@ -9,6 +9,7 @@ For each: `hpctrain inspect` exits 2 naming the dataset/field and value; a resum
 with only that checkpoint exits 2 with the reason on both ranks, under `ulimit -v` 3 GiB (so no
 multi-GiB allocation is even attempted), the file unchanged; with a valid older checkpoint beside it
 (some cases), the resume falls back to it as documented (docs/checkpoint.md: warning, PATH.bad)."""
+import functools
 import hashlib
 import resource
 
@@ -69,10 +70,15 @@ def set_value(name, value):
     return m
 
 
-def set_int(key, value):
+def set_first(group, key, value):
+    """Element 0 of dataset GROUP/KEY (a progress counter in ints, a value in floats) set to `value`."""
     def m(f):
-        f["ints"][key][0] = value
+        f[group][key][0] = value
     return m
+
+
+set_int = functools.partial(set_first, "ints")
+set_float = functools.partial(set_first, "floats")
 
 
 def damage_group_header(group):
@@ -80,12 +86,6 @@ def damage_group_header(group):
     file: HDF5 then cannot read the group's links. Returns the byte offset to flip."""
     def m(f):
         return h5py.h5o.get_info(f[group].id).addr + 12
-    return m
-
-
-def set_float(key, value):
-    def m(f):
-        f["floats"][key][0] = value
     return m
 
 

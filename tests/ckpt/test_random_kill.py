@@ -82,7 +82,7 @@ class Attempt:
     still append steps after this launch, but never a resume or run_start event."""
 
     def __init__(self, env):
-        self.base = len(all_events())
+        self.base = len(metric_events(WORK))
         self.listed = [s for s, _ in list_ckpts()]  # checkpoints on disk at launch
         self.t0 = time.time()
         self.p = start(ARGS, np_ranks=NP, env=env)
@@ -108,7 +108,7 @@ class Attempt:
 
     def events(self):
         """This attempt's events, from its resume or run_start event on ([] before it wrote one)."""
-        ev = all_events()[self.base:]
+        ev = metric_events(WORK)[self.base:]
         for n, j in enumerate(ev):
             if j.get("event") in ("resume", "run_start"):
                 return ev[n:]
@@ -162,19 +162,6 @@ class Attempt:
             self.out, _ = self.p.communicate()
             self.rc = 124
         return self.rc
-
-
-def all_events():
-    out = []
-    p = os.path.join(WORK, "metrics.jsonl")
-    if os.path.exists(p):
-        with open(p) as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass  # a line cut by SIGKILL
-    return out
 
 
 def list_ckpts():
@@ -386,7 +373,7 @@ def trial(i):
         problems.append(f"temporary files left: {temporaries()}")
 
     # metrics.jsonl: every record (before and after each kill) equal to the reference's.
-    events = all_events()
+    events = metric_events(WORK)
     steps = [j for j in events if j.get("event") == "step"]
     wrong = [j["step"] for j in steps if j["loss"] != REF_LOSS.get(j["step"])]
     if wrong:

@@ -1,5 +1,7 @@
 """Helpers for the dataset script tests: the hpctrain binary, mpirun, and schema-conformant shards
-written with h5py (independently of our C++ writer)."""
+written with h5py (independently of our C++ writer). Other script tests (train, precision, verify,
+report) use its checks, metrics.jsonl reader and command-line flags too."""
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +19,26 @@ def check(cond, what):
         FAILURES.append(what)
         print("FAIL:", what, flush=True)
     return cond
+
+
+def check_logged(cond, what):
+    """check() that also prints each passed check ("ok:   what"), so the log lists every check made."""
+    if cond:
+        print("ok:   " + what, flush=True)
+    return check(cond, what)
+
+
+def records(run_dir, event):
+    """The records of one event ("step", "eval", "run_start", ...) in RUN_DIR/metrics.jsonl, every line parsed."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if r["event"] == event]
+
+
+def train_flags(defaults, extra):
+    """`hpctrain train` flags: `defaults` (flag -> value) with the FLAG VALUE pairs in `extra` replacing or adding."""
+    opts = dict(defaults)
+    opts.update(zip(extra[::2], extra[1::2]))
+    return [t for kv in opts.items() for t in kv]
 
 
 def run(args, np_ranks=None, timeout=90):

@@ -20,6 +20,7 @@ slow_rank: 2 ranks (dist.timeout_s = 4); rank 1's compute thread sleeps 60 s in 
   time-out, rank 1 at the launcher's SIGTERM) and `hpctrain inspect --flight` names rank 1 as behind,
   in step 1, phase data, outside the collective rank 0 waits in.
 Environment (ctest): HT_BIN, HT_MPIEXEC, OMPI_* for root/oversubscribe."""
+import contextlib
 import json
 import os
 import signal
@@ -111,12 +112,20 @@ def cleanup(p, pids):
         p.wait()
 
 
-def stalled(tmp):
-    d = os.path.join(tmp, "stalled")
-    p = start(d, "--dist.timeout_s", "4")
+@contextlib.contextmanager
+def two_ranks_past_step_30(tmp, name, timeout_s):
+    """2 ranks training in tmp/name (dist.timeout_s) past step 30: (run dir, mpirun, rank 0's pid, rank 1's pid)."""
+    d = os.path.join(tmp, name)
+    p = start(d, "--dist.timeout_s", timeout_s)
     try:
         wait_steps(p, d, 30)
-        r0, r1 = pid(d, 0), pid(d, 1)
+        yield d, p, pid(d, 0), pid(d, 1)
+    finally:
+        cleanup(p, [pid(d, 0), pid(d, 1)])
+
+
+def stalled(tmp):
+    with two_ranks_past_step_30(tmp, "stalled", "4") as (d, p, r0, r1):
         t0 = time.time()
         os.kill(r1, signal.SIGSTOP)
         gone = wait_gone([r0], 4 + GRACE + SLACK, t0)
@@ -130,16 +139,10 @@ def stalled(tmp):
         time.sleep(0.5)
         assert not alive(r1), "the stalled rank 1 was left behind"
         print(f"stalled peer: rank 0 gone after {gone[r0]:.1f} s (limit 4 + {GRACE:.0f} s), mpirun exit {rc}")
-    finally:
-        cleanup(p, [q for q in (pid(d, 0), pid(d, 1)) if os.path.exists(f"{d}.rank0.pid")])
 
 
 def term_while_stuck(tmp):
-    d = os.path.join(tmp, "term")
-    p = start(d, "--dist.timeout_s", "120")
-    try:
-        wait_steps(p, d, 30)
-        r0, r1 = pid(d, 0), pid(d, 1)
+    with two_ranks_past_step_30(tmp, "term", "120") as (d, p, r0, r1):
         os.kill(r1, signal.SIGSTOP)
         time.sleep(2)
         t0 = time.time()
@@ -150,8 +153,6 @@ def term_while_stuck(tmp):
         assert f"no answer to a probe within 0.5 s from: {os.uname().nodename} (rank 1)" in e, e
         assert "after a stop signal" in e, e
         print(f"SIGTERM while stuck: rank 0 gone {gone[r0]:.1f} s after the signal (dist.timeout_s 120)")
-    finally:
-        cleanup(p, [pid(d, 0), pid(d, 1)])
 
 
 def slow_save(tmp):

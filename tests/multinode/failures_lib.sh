@@ -74,6 +74,21 @@ wait_gone() {
 
 elapsed() { awk -v a="$EPOCHREALTIME" -v b="$T0" 'BEGIN { printf "%.1f", a - b }'; }
 
+# signal_node2_ranks RUN_DIR SIG WHAT NOTE PID...: sends SIG to node2's ranks (p2, rank_pids_2x2) at T0,
+# sets limit (dist.timeout_s + the stated grace + slack) and gone (wait_gone's lines for each PID), and
+# prints "node2's ranks WHAT at step N; exits (NOTE): ..."; returns 1 if some PID is still running.
+signal_node2_ranks() {
+  local dir=$1 sig=$2 what=$3 note=$4 ok
+  shift 4
+  T0=$EPOCHREALTIME
+  kill -"$sig" "${p2[@]}"
+  limit=$((TIMEOUT_S + GRACE_S + SLACK_S))
+  gone=$(wait_gone "$limit" "$@")
+  ok=$?
+  echo "node2's ranks $what at step $(steps_logged "$dir"); exits ($note): $(echo "$gone" | tr '\n' ' ')"
+  return "$ok"
+}
+
 # rank_log DIR R: rank R's stderr (long_run).
 rank_log() { cat "$1.rank$2.err" 2>/dev/null; }
 

@@ -15,13 +15,7 @@ d=$work/dies
 srun_long_job "$d" dies
 srun_wait_steps "$d" 50 90
 srun_job_pids  # p1, p2: the ranks on node1, node2; sr: srun on node1
-T0=$EPOCHREALTIME
-kill -KILL "${p2[@]}"
-limit=$((TIMEOUT_S + GRACE_S + SLACK_S))
-gone=$(wait_gone "$limit" "${p1[@]}" "${sr[@]}")
-ok=$?
-echo "node2's ranks killed at step $(steps_logged "$d"); exits (pid seconds; ranks 0, 1, then srun): $(echo "$gone" | tr '\n' ' ')"
-if (( ok != 0 )); then
+if ! signal_node2_ranks "$d" KILL killed "pid seconds; ranks 0, 1, then srun" "${p1[@]}" "${sr[@]}"; then
   left=$(kill_leftover node1 node2)
   fail "survivors or srun still running $limit s after node2's ranks died; killed: $left"
 fi

@@ -26,13 +26,7 @@ for r in 0 2; do
   ! grep -q "UDP probe" "$d.rank$r.err" || fail "rank $r warned although its neighbour answered: $(grep -h warning "$d.rank$r.err")"
 done
 rank_pids_2x2
-T0=$EPOCHREALTIME
-kill -STOP "${p2[@]}"
-limit=$((TIMEOUT_S + GRACE_S + SLACK_S))
-gone=$(wait_gone "$limit" "${p1[@]}" "$MPIRUN_PID")
-ok=$?
-echo "node2's ranks stopped at step $(steps_logged "$d"); exits (pid seconds, mpirun is $MPIRUN_PID): $(echo "$gone" | tr '\n' ' ')"
-if (( ok != 0 )); then
+if ! signal_node2_ranks "$d" STOP stopped "pid seconds, mpirun is $MPIRUN_PID" "${p1[@]}" "$MPIRUN_PID"; then
   stop_mpirun
   ht_cluster_kill_node node2 KILL
   fail "node1's ranks or mpirun still running $limit s after node2's ranks stopped"

@@ -19,7 +19,6 @@ usage: precision_tests.py scale_exact | scale_skip | scale_resume | grad_bf16
                 on them equal to ours (ht_unit_tests [.interop]) within 1e-5 relative
 Environment (set by ctest): HT_BIN, HT_MPIEXEC, OMPI_*.
 """
-import json
 import os
 import shutil
 import subprocess
@@ -28,6 +27,9 @@ import tempfile
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataset"))
+from common import records, train_flags  # noqa: E402  (metrics.jsonl records, flags over defaults)
 
 HT = os.environ["HT_BIN"]
 MPIRUN = os.environ.get("HT_MPIEXEC", "mpirun")
@@ -46,19 +48,12 @@ def run(np_, args, expect=0, faults=None, timeout=300):
     return p
 
 
-def records(run_dir, event):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [r for r in map(json.loads, f) if r["event"] == event]
-
-
 def base(run_dir, *extra):
-    opts = {"--data.synthetic": "true", "--data.synthetic_samples": "1024", "--data.synthetic_height": "12",
-            "--data.synthetic_width": "12", "--data.synthetic_channels": "1", "--model.name": "fmnist_cnn",
-            "--run.dir": run_dir, "--run.seed": "11", "--train.device": "cpu", "--train.threads": "1",
-            "--train.global_batch": "64", "--train.max_steps": "12", "--train.epochs": "0", "--train.eval": "false",
-            "--optim.lr": "0.05", "--dist.check_replicas_every": "1"}
-    opts.update(zip(extra[::2], extra[1::2]))
-    return [t for kv in opts.items() for t in kv]
+    return train_flags({"--data.synthetic": "true", "--data.synthetic_samples": "1024", "--data.synthetic_height": "12",
+                        "--data.synthetic_width": "12", "--data.synthetic_channels": "1", "--model.name": "fmnist_cnn",
+                        "--run.dir": run_dir, "--run.seed": "11", "--train.device": "cpu", "--train.threads": "1",
+                        "--train.global_batch": "64", "--train.max_steps": "12", "--train.epochs": "0",
+                        "--train.eval": "false", "--optim.lr": "0.05", "--dist.check_replicas_every": "1"}, extra)
 
 
 SCALE = ["--train.loss_scale.enabled", "true", "--train.loss_scale.initial", "1024",

@@ -39,17 +39,12 @@ except ImportError as e:
     print(f"skipped: matplotlib/numpy not available to {sys.executable} ({e})")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(HERE, "..", "dataset"))
+from common import FAILURES, check_logged as check  # noqa: E402  (every check printed, failures kept)
+
 KEEP = os.environ.get("HT_REPORT_TEST_KEEP")
 TMP = tempfile.mkdtemp(prefix="ht_report_plots_")
 atexit.register(shutil.rmtree, TMP, True)
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
 
 
 spec = importlib.util.spec_from_file_location("ht_report", SCRIPT)

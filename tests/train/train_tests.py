@@ -5,12 +5,14 @@ usage: train_tests.py dp_exactness | uneven | rank_failure | nan_skip | quick_co
        model_mismatch
 Environment (set by ctest): HT_BIN (hpctrain), HT_MPIEXEC (mpirun), OMPI_* for root/oversubscribe.
 """
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataset"))
+from common import records, train_flags  # noqa: E402  (metrics.jsonl records, flags over defaults)
 
 HT = os.environ["HT_BIN"]
 MPIRUN = os.environ.get("HT_MPIEXEC", "mpirun")
@@ -29,19 +31,12 @@ def run(np_, args, timeout=240, expect=0, faults=None):
     return p, dt
 
 
-def metrics(run_dir, event):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [r for r in map(json.loads, f) if r["event"] == event]
-
-
 def base(run_dir, *extra):
     """Flags for a small synthetic run; later flags in `extra` replace the defaults."""
-    opts = {"--data.synthetic": "true", "--data.synthetic_samples": "2048", "--data.synthetic_height": "8",
-            "--data.synthetic_width": "8", "--data.synthetic_channels": "1", "--model.name": "mlp",
-            "--model.mlp_hidden": "32", "--run.dir": run_dir, "--run.seed": "7", "--train.device": "cpu",
-            "--train.threads": "1", "--train.log_every_steps": "10"}
-    opts.update(zip(extra[::2], extra[1::2]))
-    return [t for kv in opts.items() for t in kv]
+    return train_flags({"--data.synthetic": "true", "--data.synthetic_samples": "2048", "--data.synthetic_height": "8",
+                        "--data.synthetic_width": "8", "--data.synthetic_channels": "1", "--model.name": "mlp",
+                        "--model.mlp_hidden": "32", "--run.dir": run_dir, "--run.seed": "7", "--train.device": "cpu",
+                        "--train.threads": "1", "--train.log_every_steps": "10"}, extra)
 
 
 def dp_exactness(tmp):
@@ -52,7 +47,7 @@ def dp_exactness(tmp):
         d = os.path.join(tmp, f"np{np_}")
         run(np_, base(d, "--train.global_batch", "64", "--train.max_steps", "20", "--train.epochs", "0",
                       "--dist.check_replicas_every", "1", "--optim.lr", "0.05"))
-        steps = metrics(d, "step")
+        steps = records(d, "step")
         assert len(steps) == 20, f"world_size {np_}: {len(steps)} step records"
         assert all(s["replicas_identical"] for s in steps), "parameters differ between ranks"
         losses[np_] = [s["loss"] for s in steps]
@@ -69,12 +64,12 @@ def uneven(tmp):
     (remainder of 9 dropped, logged) and the job finishes."""
     d = os.path.join(tmp, "uneven")
     p, _ = run(4, base(d, "--data.synthetic_samples", "1001", "--train.global_batch", "32", "--train.epochs", "2"))
-    steps = metrics(d, "step")
+    steps = records(d, "step")
     assert len(steps) == 62, f"{len(steps)} steps, expected 2 x floor(1001/32) = 62"
     assert "last 9 samples" in p.stdout, "remainder policy not logged"
-    evals = metrics(d, "eval")
+    evals = records(d, "eval")
     assert len(evals) == 2 and all(e["samples"] == 250 for e in evals), evals  # 1001 // 4 test samples
-    assert metrics(d, "run_end")[0]["status"] == "finished"
+    assert records(d, "run_end")[0]["status"] == "finished"
     print("uneven: 62 steps on every rank, eval over all 250 test samples")
 
 
@@ -94,12 +89,12 @@ def nan_skip(tmp):
     d = os.path.join(tmp, "nan")
     run(2, base(d, "--train.global_batch", "64", "--train.max_steps", "8", "--train.epochs", "0",
                 "--dist.check_replicas_every", "1"), faults="nan_at_step=3;nan_rank=1")
-    steps = metrics(d, "step")
+    steps = records(d, "step")
     skipped = [s for s in steps if s["skipped"]]
     assert len(skipped) == 1 and skipped[0]["step"] == 4, skipped
     applied = [s for s in steps if not s["skipped"]]
     assert len(applied) == 8 and all(s["loss"] is not None for s in applied)
-    end = metrics(d, "run_end")[0]
+    end = records(d, "run_end")[0]
     assert end["nonfinite_steps"] == 1 and end["steps"] == 8
     print("nan: one step skipped on both ranks, 8 steps applied")
 
@@ -110,7 +105,7 @@ def quick_convergence(tmp):
     run(2, base(d, "--model.name", "fmnist_cnn", "--data.synthetic_height", "12", "--data.synthetic_width", "12",
                 "--train.global_batch", "64", "--train.accumulation_steps", "2", "--train.epochs", "2",
                 "--optim.lr", "0.05"))
-    ev = metrics(d, "eval")
+    ev = records(d, "eval")
     assert ev[-1]["top1"] > 0.3, ev
     print("fmnist_cnn synthetic top1", ev[-1]["top1"])
 
@@ -145,8 +140,7 @@ def bad_data(tmp):
     # A test split of 0 samples with evaluation on: exit 2 on both ranks (it used to "evaluate" nothing).
     empty = os.path.join(tmp, "empty_test")
     os.makedirs(empty)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataset"))
-    from common import write_shard  # h5py writer of the shard schema
+    from common import write_shard  # h5py writer of the shard schema (tests/dataset, on sys.path above)
     write_shard(os.path.join(empty, "train-00000-of-00001.h5"), rng.integers(0, 256, (64, 28, 28, 1), dtype=np.uint8),
                 rng.integers(0, 10, 64).astype(np.int32))
     write_shard(os.path.join(empty, "test-00000-of-00001.h5"), np.zeros((0, 28, 28, 1), np.uint8), np.zeros(0, np.int32), chunks=None,
@@ -182,7 +176,7 @@ def test_seams(tmp):
     assert warn == ["hpctrain: warning: HT_TEST_FAULTS is set: injecting faults: " + spec], p.stderr
     assert "HT_TEST_FAULTS" not in p.stdout, "the warning belongs on stderr"
     ini = open(os.path.join(d, "config.ini")).read()
-    start = metrics(d, "run_start")[0]
+    start = records(d, "run_start")[0]
     start_cfg = start["config"]
     # The build that made the run (docs/metrics.md): the same commit and library versions as --version.
     ver = subprocess.run([HT, "--version"], capture_output=True, text=True, timeout=60).stdout

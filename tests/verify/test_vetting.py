@@ -16,19 +16,11 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "dataset"))
-from common import write_shard  # noqa: E402  (h5py writer of the shard schema)
+from common import FAILURES, check_logged as check, write_shard  # noqa: E402  (checks; h5py shard writer)
 
 HT = os.path.abspath(os.environ.get("HT_BIN", "build/hpctrain"))
 MPIEXEC = os.environ.get("HT_MPIEXEC", "mpirun")
 TMP = tempfile.mkdtemp(prefix="ht_vetting_")
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
 
 
 def run(args, np_ranks=None, env=None, timeout=120):
