@@ -7,6 +7,7 @@
 
 #include "base/bytes.hpp"
 #include "base/check.hpp"
+#include "base/error.hpp"
 #include "base/hash.hpp"
 
 namespace ht {
@@ -54,6 +55,20 @@ void check_failed(const char* lib, const char* file, int line, const char* call,
   os << lib << " error at " << file << ":" << line << " (" << rank_host_tag() << "): " << call
      << " failed: " << detail;
   throw RuntimeError(os.str());
+}
+
+int exit_code_of(const std::exception_ptr& e, std::string& message) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const UsageError& u) {
+    message = u.what();
+    return kExitUsage;
+  } catch (const std::exception& x) {
+    message = x.what();
+  } catch (...) {
+    message = "unknown exception";
+  }
+  return kExitRuntime;
 }
 
 }  // namespace ht

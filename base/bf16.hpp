@@ -12,8 +12,8 @@
 // (PyTorch 1.13 itself is not consistent here: its scalar path gives 0x7FC0 for every NaN, its
 // vectorised CPU path 0xFFFF; both are quiet NaNs, as ours). bf16/fp16 -> float is exact.
 // Storage types: ht::bf16 and ht::f16 hold the 16 bits (Tensor dtypes DType::bf16 / DType::f16).
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
 #include "base/hd.hpp"
 
@@ -28,25 +28,14 @@ struct f16 {
   uint16_t bits;
 };
 
-/// The bit pattern of a float and back (memcpy on the host; the intrinsic on the device).
-HT_HD uint32_t f32_bits(float f) {
+/// The bit pattern of a float and back (the intrinsics on the device, std::bit_cast on the host).
 #if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
+HT_HD uint32_t f32_bits(float f) { return __float_as_uint(f); }
+HT_HD float f32_from_bits(uint32_t u) { return __uint_as_float(u); }
 #else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
+HT_HD uint32_t f32_bits(float f) { return std::bit_cast<uint32_t>(f); }
+HT_HD float f32_from_bits(uint32_t u) { return std::bit_cast<float>(u); }
 #endif
-}
-HT_HD float f32_from_bits(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
 
 // ---- bfloat16 ----
 /// float -> bf16 bits, round to nearest even; NaN -> quiet NaN (sign and top payload kept).

@@ -1,6 +1,7 @@
 #pragma once
 // Error types and exit codes (docs/exit_codes.md). Code throws; the CLI maps the exception type
 // to the exit code and makes every rank exit with it.
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -37,5 +38,9 @@ class RuntimeError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+/// The exit code of a command's failure `e` (kExitUsage for a UsageError, kExitRuntime for any other
+/// exception) with its message in `message`; for a `catch (...)` that turns a failure into an exit code.
+int exit_code_of(const std::exception_ptr& e, std::string& message);
 
 }  // namespace ht

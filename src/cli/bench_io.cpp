@@ -182,16 +182,8 @@ int bench_io(const Args& args) {
   Measure shuf_h5 = timed([&] { return shuffled(*ds_h5); }, reps);
   auto loader_pass = [&](int pad, bool flip, int crop = 0, int threads = 1) {
     return timed([&] {
-      LoaderOptions o;
-      o.global_batch = batch;
-      o.rank = R;
-      o.world_size = W;
-      o.crop_padding = pad;
-      o.flip = flip;
-      o.crop_size = crop;
-      o.resized_crop = crop > 0;
-      o.threads = threads;
-      DataLoader dl(ds, o);
+      DataLoader dl(ds, {.global_batch = batch, .rank = R, .world_size = W, .crop_padding = pad, .flip = flip,
+                         .crop_size = crop, .resized_crop = crop > 0, .threads = threads});
       double n = 0;
       Batch bt;
       for (int ep = 0; ep < epochs; ++ep) {

@@ -10,6 +10,10 @@
 
 namespace ht {
 
+bool help_requested(const Args& args) {
+  return std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+}
+
 namespace po = boost::program_options;
 
 namespace {

@@ -34,6 +34,10 @@
 
 namespace ht {
 
+/// Whether `args` hold --help or -h: for the commands whose help is not CommandLine's (train's key
+/// table, doctor's own parser).
+bool help_requested(const Args& args);
+
 class CommandLine {
  public:
   /// `command` starts every message ("hpctrain bench io"); --help prints `usage` (one or more

@@ -35,6 +35,7 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/test_faults.hpp"
+#include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/cli/doctor_analysis.hpp"
 #include "src/cli/doctor_print.hpp"
@@ -282,11 +283,10 @@ AllreduceResult skipped_nccl(const char* why) {
 }  // namespace
 
 int cmd_doctor(const Args& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      if (dist().rank == 0) print_help();
-      return kExitOk;
-    }
+  if (help_requested(args)) {
+    if (dist().rank == 0) print_help();
+    return kExitOk;
+  }
   const DoctorOptions o = parse_options(args);
   const DistContext& d = dist();
   const TestFaults& faults = TestFaults::get();  // an invalid HT_TEST_FAULTS is a usage error before any probe

@@ -339,12 +339,8 @@ int cmd_inspect(const Args& args) {
       throw UsageError(std::string("FAILED: ") + e.what());
     }
     code = !validate.empty() ? validate_dir(validate, split) : inspect_file(path);
-  } catch (const UsageError& e) {
-    code = kExitUsage;
-    msg = e.what();
-  } catch (const std::exception& e) {
-    code = kExitRuntime;
-    msg = e.what();
+  } catch (...) {
+    code = exit_code_of(std::current_exception(), msg);
   }
   int worst = static_cast<int>(dist_max(code));
   if (code != kExitOk && !msg.empty())

@@ -8,6 +8,7 @@
 
 #include "base/log.hpp"
 #include "mpi/dist.hpp"
+#include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
 #include "src/cli/train_args.hpp"
 #include "src/train/checkpoint_manager.hpp"
@@ -87,11 +88,10 @@ void print_train_help() {
 }  // namespace
 
 int cmd_train(const Args& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      if (dist().rank == 0) print_train_help();
-      return kExitOk;
-    }
+  if (help_requested(args)) {
+    if (dist().rank == 0) print_train_help();
+    return kExitOk;
+  }
   std::vector<std::string> extra;
   Config cfg = parse_config(args, &extra);
   set_collective_time_limit(cfg.dist.timeout_s);  // every wait on peers from here (mpi/collective_guard.hpp)

@@ -43,12 +43,8 @@ namespace {
     const H5VerifyReport r = verify_h5_file(path);
     text = path + ": ok (" + r.kind + ", " + std::to_string(r.objects) + " objects, " + std::to_string(r.attributes) +
            " attributes, " + std::to_string(r.bytes_read) + " bytes of data read)";
-  } catch (const UsageError& e) {
-    code = kExitUsage;
-    text = e.what();
-  } catch (const std::exception& e) {
-    code = kExitRuntime;
-    text = e.what();
+  } catch (...) {
+    code = exit_code_of(std::current_exception(), text);
   }
   text += "\n";
   log_raw_err(text);  // the parent reads it from this process's stderr

@@ -8,51 +8,54 @@
 
 namespace ht {
 
+// ---- WeightedLayer (Conv2d, Linear) --------------------------------------------------------------
+WeightedLayer::WeightedLayer(ParamStore& ps, std::string n, std::vector<int64_t> weight_shape, ParamKind weight_kind,
+                             bool bias, int64_t fan_in, int64_t fan_out)
+    : Layer(std::move(n)), ps_(&ps) {
+  const int64_t outputs = weight_shape[0];
+  iw_ = ps.add_param(name + ".weight", std::move(weight_shape), weight_kind, fan_in, fan_out, &w_, &dw_);
+  if (bias) ib_ = ps.add_param(name + ".bias", {outputs}, ParamKind::bias, fan_in, outputs, &b_, &db_);
+}
+
+const Tensor& WeightedLayer::keep_input(const Tensor& x, const PassOptions& o) {
+  converted_ = o.compute != DType::f32 && x.dtype() == DType::f32;
+  if (converted_) {
+    xl_.ensure(x.shape(), o.compute, x.device());
+    convert_tensor(x, xl_);
+  }
+  x_ = converted_ ? xl_ : x;
+  return x_;
+}
+
+const Tensor& WeightedLayer::finish_backward(const PassOptions& o) {
+  if (has_bias()) ps_->grad_ready(ib_);
+  ps_->grad_ready(iw_);
+  if (!o.need_input_grad || !converted_) return dx_;
+  dx32_.ensure(dx_.shape(), DType::f32, dx_.device());
+  convert_tensor(dx_, dx32_);
+  return dx32_;
+}
+
 // ---- Conv2d -------------------------------------------------------------------------------------
 Conv2d::Conv2d(ParamStore& ps, std::string n, int ic, int oc, int k, int s, int p, bool bias)
-    : in_ch(ic), out_ch(oc), kernel(k), stride(s), pad(p), has_bias(bias), ps_(&ps) {
-  name = std::move(n);
-  iw_ = ps.add_param(name + ".weight", {oc, ic, k, k}, ParamKind::conv_weight, int64_t{ic} * k * k,
-                     int64_t{oc} * k * k, &w_, &dw_);
-  if (bias) ib_ = ps.add_param(name + ".bias", {oc}, ParamKind::bias, int64_t{ic} * k * k, oc, &b_, &db_);
-}
-
-namespace {
-/// x as the layer computes it: x itself, or (a float32 x in a low-precision pass) x converted into
-/// `buf`; `converted` records which, so backward can return dx in x's own dtype.
-const Tensor& compute_input(const Tensor& x, const PassOptions& o, Tensor& buf, bool& converted) {
-  converted = o.compute != DType::f32 && x.dtype() == DType::f32;
-  if (!converted) return x;
-  buf.ensure(x.shape(), o.compute, x.device());
-  convert_tensor(x, buf);
-  return buf;
-}
-
-/// dx in the dtype of the layer's original input: dx itself, or converted into `buf` (float32).
-const Tensor& input_grad(const Tensor& dx, bool converted, Tensor& buf) {
-  if (!converted) return dx;
-  buf.ensure(dx.shape(), DType::f32, dx.device());
-  convert_tensor(dx, buf);
-  return buf;
-}
-}  // namespace
+    : WeightedLayer(ps, std::move(n), {oc, ic, k, k}, ParamKind::conv_weight, bias, int64_t{ic} * k * k,
+                    int64_t{oc} * k * k),
+      in_ch(ic), out_ch(oc), kernel(k), stride(s), pad(p) {}
 
 const Tensor& Conv2d::forward(const Tensor& x, const PassOptions& o) {
-  x_ = compute_input(x, o, xl_, converted_);
+  keep_input(x, o);
   sh_ = Conv2dShape{static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)), static_cast<int>(x.dim(2)),
                     static_cast<int>(x.dim(3)), out_ch, kernel, kernel, stride, pad};
   y_.ensure({sh_.n, out_ch, sh_.p(), sh_.q()}, x_.dtype(), x.device());
-  conv2d_forward(cache_, sh_, x_, w_, has_bias ? &b_ : nullptr, y_);
+  conv2d_forward(cache_, sh_, x_, w_, has_bias() ? &b_ : nullptr, y_);
   return y_;
 }
 
 const Tensor& Conv2d::backward(const Tensor& dy, const PassOptions& o) {
   if (o.need_input_grad) dx_.ensure(x_.shape(), x_.dtype(), x_.device());
-  conv2d_backward(cache_, sh_, x_, w_, dy, o.need_input_grad ? &dx_ : nullptr, dw_, has_bias ? &db_ : nullptr,
+  conv2d_backward(cache_, sh_, x_, w_, dy, o.need_input_grad ? &dx_ : nullptr, dw_, has_bias() ? &db_ : nullptr,
                   o.accumulate);
-  if (has_bias) ps_->grad_ready(ib_);
-  ps_->grad_ready(iw_);
-  return o.need_input_grad ? input_grad(dx_, converted_, dx32_) : dx_;
+  return finish_backward(o);
 }
 
 // ---- BatchNorm2d --------------------------------------------------------------------------------
@@ -159,26 +162,22 @@ const Tensor& Flatten::backward(const Tensor& dy, const PassOptions&) {
 }
 
 // ---- Linear -------------------------------------------------------------------------------------
-Linear::Linear(ParamStore& ps, std::string n, int i, int o, bool bias) : in(i), out(o), ps_(&ps) {
-  name = std::move(n);
-  iw_ = ps.add_param(name + ".weight", {o, i}, ParamKind::linear_weight, i, o, &w_, &dw_);
-  if (bias) ib_ = ps.add_param(name + ".bias", {o}, ParamKind::bias, i, o, &b_, &db_);
-}
+Linear::Linear(ParamStore& ps, std::string n, int i, int o, bool bias)
+    : WeightedLayer(ps, std::move(n), {o, i}, ParamKind::linear_weight, bias, i, o),
+      in(i), out(o) {}
 
 const Tensor& Linear::forward(const Tensor& x, const PassOptions& o) {
-  x_ = compute_input(x, o, xl_, converted_);
+  keep_input(x, o);
   y_.ensure({x.dim(0), out}, DType::f32, x.device());
-  linear_forward(cache_, LinearShape{static_cast<int>(x.dim(0)), in, out}, x_, w_, ib_ >= 0 ? &b_ : nullptr, y_);
+  linear_forward(cache_, LinearShape{static_cast<int>(x.dim(0)), in, out}, x_, w_, has_bias() ? &b_ : nullptr, y_);
   return y_;
 }
 
 const Tensor& Linear::backward(const Tensor& dy, const PassOptions& o) {
   if (o.need_input_grad) dx_.ensure(x_.shape(), x_.dtype(), x_.device());
   linear_backward(cache_, LinearShape{static_cast<int>(x_.dim(0)), in, out}, x_, w_, dy,
-                  o.need_input_grad ? &dx_ : nullptr, dw_, ib_ >= 0 ? &db_ : nullptr, o.accumulate);
-  if (ib_ >= 0) ps_->grad_ready(ib_);
-  ps_->grad_ready(iw_);
-  return o.need_input_grad ? input_grad(dx_, converted_, dx32_) : dx_;
+                  o.need_input_grad ? &dx_ : nullptr, dw_, has_bias() ? &db_ : nullptr, o.accumulate);
+  return finish_backward(o);
 }
 
 // ---- Sequential ---------------------------------------------------------------------------------

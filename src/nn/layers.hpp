@@ -38,23 +38,42 @@ class Layer {
   std::string name;
 };
 
+/// What Conv2d and Linear share: a weight and an optional bias in the ParamStore, the input kept for
+/// backward, and the low-precision pass's conversion of a float32 input (and of dx back to float32).
+class WeightedLayer : public Layer {
+ protected:
+  /// Registers <name>.weight of `weight_shape` (outputs first) and, with `bias`, <name>.bias of
+  /// [weight_shape[0]] in `ps`; `fan_in` and `fan_out` are the weight's, for its initialisation
+  /// (ParamStore::add_param; the bias's fan_out is its length).
+  WeightedLayer(ParamStore& ps, std::string name, std::vector<int64_t> weight_shape, ParamKind weight_kind, bool bias,
+                int64_t fan_in, int64_t fan_out);
+  /// Keeps x for backward as the layer computes it: x itself, or (a float32 x in a low-precision
+  /// pass) x converted to o.compute. Returns the kept tensor.
+  const Tensor& keep_input(const Tensor& x, const PassOptions& o);
+  /// Reports the gradients as final and returns dx in the dtype of the input forward was given.
+  const Tensor& finish_backward(const PassOptions& o);
+  bool has_bias() const { return ib_ >= 0; }
+
+  ParamStore* ps_;
+  int iw_ = -1, ib_ = -1;
+  Tensor w_, dw_, b_, db_, x_, y_, dx_;
+  OpCachePtr cache_;
+
+ private:
+  Tensor xl_, dx32_;  // low-precision pass: the converted float32 input, and its gradient back in f32
+  bool converted_ = false;
+};
+
 /// Conv2d (no bias when bias=false), PyTorch nn.Conv2d. x [N,C,H,W] -> y [N,K,P,Q].
-class Conv2d : public Layer {
+class Conv2d : public WeightedLayer {
  public:
   Conv2d(ParamStore& ps, std::string name, int in_ch, int out_ch, int kernel, int stride, int pad, bool bias);
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
   int in_ch, out_ch, kernel, stride, pad;
-  bool has_bias;
 
  private:
-  ParamStore* ps_;
-  int iw_, ib_ = -1;
-  Tensor w_, dw_, b_, db_, x_, y_, dx_;
-  Tensor xl_, dx32_;  // low-precision pass: the converted float32 input, and its gradient back in f32
-  bool converted_ = false;
   Conv2dShape sh_;
-  OpCachePtr cache_;
 };
 
 /// BatchNorm2d (PyTorch semantics, momentum 0.1, eps 1e-5). Buffers running_mean, running_var.
@@ -124,20 +143,12 @@ class Flatten : public Layer {
 };
 
 /// nn.Linear: [N,in] -> [N,out].
-class Linear : public Layer {
+class Linear : public WeightedLayer {
  public:
   Linear(ParamStore& ps, std::string name, int in, int out, bool bias = true);
   const Tensor& forward(const Tensor& x, const PassOptions& o) override;
   const Tensor& backward(const Tensor& dy, const PassOptions& o) override;
   int in, out;
-
- private:
-  ParamStore* ps_;
-  int iw_, ib_ = -1;
-  Tensor w_, dw_, b_, db_, x_, y_, dx_;
-  Tensor xl_, dx32_;  // low-precision pass: the converted float32 input, and its gradient back in f32
-  bool converted_ = false;
-  OpCachePtr cache_;
 };
 
 /// Layers applied in order.

@@ -39,6 +39,8 @@ struct TrainProgress {
   /// resume changed the length of an epoch (then set by Trainer::restore_state), so that
   /// step + nonfinite_total = epoch x steps_per_epoch + step_in_epoch + epoch_offset always holds.
   int64_t epoch_offset = 0;
+
+  bool operator==(const TrainProgress&) const = default;
 };
 
 /// Everything a checkpoint carries to resume a run exactly.

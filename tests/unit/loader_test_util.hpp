@@ -6,15 +6,8 @@
 namespace ht::test {
 
 inline LoaderOptions resized_crop_options(uint64_t seed, int crop, Layout layout, int threads) {
-  LoaderOptions o;
-  o.global_batch = 8;
-  o.seed = seed;
-  o.crop_size = crop;
-  o.resized_crop = true;
-  o.flip = true;
-  o.layout = layout;
-  o.threads = threads;
-  return o;
+  return {.global_batch = 8, .seed = seed, .flip = true, .crop_size = crop, .resized_crop = true, .threads = threads,
+          .layout = layout};
 }
 
 }  // namespace ht::test

@@ -30,7 +30,6 @@
 namespace fs = std::filesystem;
 using namespace ht;
 using test::fresh_dir;
-using test::filled;
 using test::sample_data;
 
 namespace {
@@ -194,7 +193,7 @@ TEST_CASE("checkpoint: declared sizes are checked against the stored bytes befor
   }
   {
     CheckpointData d = sample_data(12);
-    d.tensors.emplace_back("buffer/bn1.running_var", filled({8}, -0.5f));
+    d.tensors.emplace_back("buffer/bn1.running_var", test::filled({8}, -0.5f));
     const std::string bad = (dir / "var.h5").string();
     write_checkpoint_file(bad, d);
     CHECK(read_error(bad).find("dataset /buffer/bn1.running_var element 0 = -0.5") != std::string::npos);

@@ -16,13 +16,7 @@ using namespace ht;
 
 namespace {
 LossScaleConfig small(double initial, int64_t growth, double min, double max) {
-  LossScaleConfig c;
-  c.enabled = true;
-  c.initial = initial;
-  c.growth_interval = growth;
-  c.min = min;
-  c.max = max;
-  return c;
+  return {.enabled = true, .initial = initial, .growth_interval = growth, .min = min, .max = max};
 }
 
 TrainingState minimal_state() {
