@@ -9,6 +9,7 @@
 #include "base/check.hpp"
 #include "base/error.hpp"
 #include "base/hash.hpp"
+#include "base/key_value.hpp"
 
 namespace ht {
 
@@ -69,6 +70,28 @@ int exit_code_of(const std::exception_ptr& e, std::string& message) {
     message = "unknown exception";
   }
   return kExitRuntime;
+}
+
+std::string format_key_value_lines(const std::map<std::string, std::string>& m) {
+  std::string s;
+  for (const auto& [k, v] : m) {
+    std::string one = v;
+    for (char& c : one)
+      if (c == '\n' || c == '\0') c = ' ';
+    s += k + "=" + one + "\n";
+  }
+  return s;
+}
+
+std::map<std::string, std::string> parse_key_value_lines(const std::string& text) {
+  std::map<std::string, std::string> m;
+  std::istringstream is(text);
+  std::string line;
+  while (std::getline(is, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) m[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return m;
 }
 
 }  // namespace ht

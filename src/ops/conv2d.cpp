@@ -45,22 +45,16 @@ void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, c
                     Tensor& y) {
   const OpArgs a = weighted_forward_args<Conv2dDims>("conv2d_forward", sh, x, w, b, y);
   if (a.device() == Device::cpu) return conv2d_forward_cpu(cache, sh, x, w, b, y);
-#if defined(HT_HAVE_CUDA)
-  return conv2d_forward_gpu(cache, sh, x, w, b, y);
-#else
+  if constexpr (kHaveCuda) return conv2d_forward_gpu(cache, sh, x, w, b, y);
   no_cuda("conv2d_forward");
-#endif
 }
 
 void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
   const OpArgs a = weighted_backward_args<Conv2dDims>("conv2d_backward", sh, x, w, dy, dx, dw, db);
   if (a.device() == Device::cpu) return conv2d_backward_cpu(cache, sh, x, w, dy, dx, dw, db, accumulate);
-#if defined(HT_HAVE_CUDA)
-  return conv2d_backward_gpu(cache, sh, x, w, dy, dx, dw, db, accumulate);
-#else
+  if constexpr (kHaveCuda) return conv2d_backward_gpu(cache, sh, x, w, dy, dx, dw, db, accumulate);
   no_cuda("conv2d_backward");
-#endif
 }
 
 }  // namespace ht

@@ -31,22 +31,16 @@ void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, c
                     Tensor& y) {
   const OpArgs a = weighted_forward_args<LinearDims>("linear_forward", sh, x, w, b, y);
   if (a.device() == Device::cpu) return linear_forward_cpu(cache, sh, x, w, b, y);
-#if defined(HT_HAVE_CUDA)
-  return linear_forward_gpu(cache, sh, x, w, b, y);
-#else
+  if constexpr (kHaveCuda) return linear_forward_gpu(cache, sh, x, w, b, y);
   no_cuda("linear_forward");
-#endif
 }
 
 void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
   const OpArgs a = weighted_backward_args<LinearDims>("linear_backward", sh, x, w, dy, dx, dw, db);
   if (a.device() == Device::cpu) return linear_backward_cpu(cache, sh, x, w, dy, dx, dw, db, accumulate);
-#if defined(HT_HAVE_CUDA)
-  return linear_backward_gpu(cache, sh, x, w, dy, dx, dw, db, accumulate);
-#else
+  if constexpr (kHaveCuda) return linear_backward_gpu(cache, sh, x, w, dy, dx, dw, db, accumulate);
   no_cuda("linear_backward");
-#endif
 }
 
 }  // namespace ht

@@ -4,8 +4,9 @@
 // both devices (OpArgs below) and calls the half of the input's device: <op>_forward_cpu
 // (src/ops/<op>_cpu.cpp, oneDNN or own code) or <op>_forward_gpu (src/ops/<op>_gpu.cu, cuDNN, cuBLAS
 // or own kernels), plain functions declared next to the public one in src/ops/<op>.hpp. The GPU
-// halves are defined in CUDA builds only (HT_HAVE_CUDA), so a dispatcher names one only under
-// #if defined(HT_HAVE_CUDA) and otherwise throws no_cuda (below). The halves trust their arguments
+// halves are defined in CUDA builds only (HT_HAVE_CUDA), so a dispatcher calls one only under
+// `if constexpr (kHaveCuda)` (a discarded branch in a CPU build: not compiled to a call, not linked)
+// and otherwise throws no_cuda (below). The halves trust their arguments
 // and check only what their library adds. A device without an implementation is an error, never a
 // silent fallback. The shapes are in src/ops/op_shapes.hpp.
 //
@@ -73,8 +74,15 @@ class OpArgs {
 }  // namespace ht
 
 namespace ht {
-/// Throws "<op>: this hpctrain was built without CUDA": the GPU branch of a dispatcher in a build
-/// without CUDA (`#if defined(HT_HAVE_CUDA) ... #else no_cuda("conv2d_forward"); #endif`).
+/// Whether this build has the GPU halves (HT_HAVE_CUDA).
+#if defined(HT_HAVE_CUDA)
+inline constexpr bool kHaveCuda = true;
+#else
+inline constexpr bool kHaveCuda = false;
+#endif
+
+/// Throws "<op>: this hpctrain was built without CUDA": what a dispatcher does with a CUDA tensor in a
+/// build without CUDA (`if constexpr (kHaveCuda) return conv2d_forward_gpu(...); no_cuda("conv2d_forward");`).
 [[noreturn]] inline void no_cuda(const char* op) {
   throw RuntimeError(std::string(op) + ": this hpctrain was built without CUDA");
 }

@@ -48,11 +48,8 @@ void maxpool2d_forward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, 
   const OpArgs a = maxpool_args("maxpool2d_forward", sh, x);
   a.act(y, "y", {sh.n, sh.c, sh.p(), sh.q()}).same_dtype(x, "x", y, "y");
   if (a.device() == Device::cpu) return maxpool2d_forward_cpu(cache, sh, x, y);
-#if defined(HT_HAVE_CUDA)
-  return maxpool2d_forward_gpu(cache, sh, x, y);
-#else
+  if constexpr (kHaveCuda) return maxpool2d_forward_gpu(cache, sh, x, y);
   no_cuda("maxpool2d_forward");
-#endif
 }
 
 void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -62,31 +59,22 @@ void maxpool2d_backward(OpCachePtr& cache, const PoolShape& sh, const Tensor& x,
   a.act(dx, "dx", {sh.n, sh.c, sh.h, sh.w});
   a.same_dtype(x, "x", y, "y").same_dtype(x, "x", dy, "dy").same_dtype(x, "x", dx, "dx");
   if (a.device() == Device::cpu) return maxpool2d_backward_cpu(cache, sh, x, y, dy, dx);
-#if defined(HT_HAVE_CUDA)
-  return maxpool2d_backward_gpu(cache, sh, x, y, dy, dx);
-#else
+  if constexpr (kHaveCuda) return maxpool2d_backward_gpu(cache, sh, x, y, dy, dx);
   no_cuda("maxpool2d_backward");
-#endif
 }
 
 void global_avgpool_forward(OpCachePtr& cache, const Tensor& x, Tensor& y) {
   const OpArgs a = avgpool_args("global_avgpool_forward", x, "x", y, "y");
   if (a.device() == Device::cpu) return global_avgpool_forward_cpu(cache, x, y);
-#if defined(HT_HAVE_CUDA)
-  return global_avgpool_forward_gpu(cache, x, y);
-#else
+  if constexpr (kHaveCuda) return global_avgpool_forward_gpu(cache, x, y);
   no_cuda("global_avgpool_forward");
-#endif
 }
 
 void global_avgpool_backward(OpCachePtr& cache, const Tensor& dy, Tensor& dx) {
   const OpArgs a = avgpool_args("global_avgpool_backward", dx, "dx", dy, "dy");
   if (a.device() == Device::cpu) return global_avgpool_backward_cpu(cache, dy, dx);
-#if defined(HT_HAVE_CUDA)
-  return global_avgpool_backward_gpu(cache, dy, dx);
-#else
+  if constexpr (kHaveCuda) return global_avgpool_backward_gpu(cache, dy, dx);
   no_cuda("global_avgpool_backward");
-#endif
 }
 
 }  // namespace ht

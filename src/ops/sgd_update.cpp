@@ -9,11 +9,8 @@ void sgd_update(Device device, float* p, const float* g, float* buf, int64_t n, 
   if (n < 0 || (n > 0 && (!p || !g || !buf)))
     throw RuntimeError("sgd_update: " + std::to_string(n) + " elements with a null pointer");
   if (device == Device::cpu) return sgd_update_cpu(p, g, buf, n, lr, momentum, wd, nesterov);
-#if defined(HT_HAVE_CUDA)
-  return sgd_update_gpu(p, g, buf, n, lr, momentum, wd, nesterov);
-#else
+  if constexpr (kHaveCuda) return sgd_update_gpu(p, g, buf, n, lr, momentum, wd, nesterov);
   no_cuda("sgd_update");
-#endif
 }
 
 }  // namespace ht

@@ -29,22 +29,16 @@ double softmax_xent_forward(const Tensor& logits, const Tensor& labels, float la
                             int64_t* correct) {
   const OpArgs a = xent_args("softmax_xent_forward", logits, labels, label_smoothing, probs);
   if (a.device() == Device::cpu) return softmax_xent_forward_cpu(logits, labels, label_smoothing, probs, correct);
-#if defined(HT_HAVE_CUDA)
-  return softmax_xent_forward_gpu(logits, labels, label_smoothing, probs, correct);
-#else
+  if constexpr (kHaveCuda) return softmax_xent_forward_gpu(logits, labels, label_smoothing, probs, correct);
   no_cuda("softmax_xent_forward");
-#endif
 }
 
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, float label_smoothing, float scale,
                            Tensor& dlogits) {
   const OpArgs a = xent_args("softmax_xent_backward", probs, labels, label_smoothing, dlogits);
   if (a.device() == Device::cpu) return softmax_xent_backward_cpu(probs, labels, label_smoothing, scale, dlogits);
-#if defined(HT_HAVE_CUDA)
-  return softmax_xent_backward_gpu(probs, labels, label_smoothing, scale, dlogits);
-#else
+  if constexpr (kHaveCuda) return softmax_xent_backward_gpu(probs, labels, label_smoothing, scale, dlogits);
   no_cuda("softmax_xent_backward");
-#endif
 }
 
 }  // namespace ht

@@ -13,6 +13,7 @@
 
 #include "mpi/dist.hpp"
 #include "base/error.hpp"
+#include "base/key_value.hpp"
 #include "base/log.hpp"
 
 extern char** environ;
@@ -33,28 +34,6 @@ long to_long(const std::string& s) {
   } catch (const std::exception&) {
     return -1;
   }
-}
-
-std::string serialize(const std::map<std::string, std::string>& m) {
-  std::string s;
-  for (const auto& [k, v] : m) {
-    std::string one = v;
-    for (char& c : one)
-      if (c == '\n' || c == '\0') c = ' ';
-    s += k + "=" + one + "\n";
-  }
-  return s;
-}
-
-std::map<std::string, std::string> deserialize(const std::string& s) {
-  std::map<std::string, std::string> m;
-  std::istringstream is(s);
-  std::string line;
-  while (std::getline(is, line)) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) m[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return m;
 }
 
 /// "node1 (ranks 0, 1), node2 (ranks 2, 3)" for the ranks in `ranks`.
@@ -172,9 +151,9 @@ void check_launch_environment_collective() {
   if (auto p = launch_size_problem(launch_env_from_environment(), d.world_size)) throw UsageError(*p);
   if (d.world_size < 2) return;
   std::vector<std::map<std::string, std::string>> prints;
-  for (const auto& s : dist_allgather_strings(serialize(launch_fingerprint_from_environment()),
+  for (const auto& s : dist_allgather_strings(format_key_value_lines(launch_fingerprint_from_environment()),
                                                "launch check: the ranks' fingerprints", WaitKind::while_peers_answer))
-    prints.push_back(deserialize(s));
+    prints.push_back(parse_key_value_lines(s));
   const FingerprintProblems fp = compare_fingerprints(prints, d.hosts);
   if (d.rank == 0)  // rank 0 only, without log_warn's "(rank R on HOST)"
     for (const auto& w : fp.warnings) log_raw_err("hpctrain: warning: " + w);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/error.hpp"
+#include "base/key_value.hpp"
 #include "base/log.hpp"
 
 namespace ht {
@@ -42,13 +43,7 @@ std::string now_utc() {
 }  // namespace
 
 std::string RunDirLock::describe_holder(const std::string& text) {
-  std::map<std::string, std::string> kv;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-  }
+  std::map<std::string, std::string> kv = parse_key_value_lines(text);
   if (kv.empty()) return "a process that has not recorded itself yet";
   auto get = [&](const char* k) { return kv.count(k) ? kv[k] : std::string("?"); };
   return "host " + get("host") + ", process " + get("pid") + ", job " + get("job") + ", since " + get("since");
