@@ -17,7 +17,7 @@ std::recursive_mutex& hdf5_mutex() {
 // ---- sections -------------------------------------------------------------------------------
 
 namespace {
-// This thread's innermost H5Section, for H5Unlocked (the checkpoint writer releases the lock while
+// This thread's innermost H5Section, for without_h5_lock (the checkpoint writer releases the lock while
 // it computes checksums and writes to disk, so prefetch is blocked only for HDF5's own memory copies).
 thread_local H5Section* t_section = nullptr;
 }  // namespace
@@ -34,13 +34,8 @@ H5Section::~H5Section() {
   t_section = prev_;
 }
 
-H5Unlocked::H5Unlocked() {
-  if (t_section && t_section->lock_.owns_lock()) lock_ = &t_section->lock_;
-  if (lock_) lock_->unlock();
-}
-
-H5Unlocked::~H5Unlocked() {
-  if (lock_) lock_->lock();
+std::unique_lock<std::recursive_mutex>* h5_section_lock_held() {
+  return t_section && t_section->lock_.owns_lock() ? &t_section->lock_ : nullptr;
 }
 
 // ---- errors ---------------------------------------------------------------------------------

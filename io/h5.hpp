@@ -89,29 +89,28 @@ class H5Section {
   H5Section& operator=(const H5Section&) = delete;
 
  private:
-  friend class H5Unlocked;
+  friend std::unique_lock<std::recursive_mutex>* h5_section_lock_held();
   std::unique_lock<std::recursive_mutex> lock_;
   H5Section* prev_;
   H5E_auto2_t func_ = nullptr;
   void* data_ = nullptr;
 };
 
-/// RAII: releases the lock of this thread's innermost H5Section (if it holds it) and takes it back at
-/// the end, so other threads may call HDF5 meanwhile. No HDF5 call may run while it lives.
-class H5Unlocked {
- public:
-  H5Unlocked();
-  ~H5Unlocked();
-  H5Unlocked(const H5Unlocked&) = delete;
-  H5Unlocked& operator=(const H5Unlocked&) = delete;
+/// The lock of this thread's innermost H5Section when that section holds it, else nullptr (for
+/// without_h5_lock).
+std::unique_lock<std::recursive_mutex>* h5_section_lock_held();
 
- private:
-  std::unique_lock<std::recursive_mutex>* lock_ = nullptr;
-};
-
-/// Runs f() (which must not call HDF5) with the current H5Section's lock released; returns f()'s result.
+/// Runs f() (which must not call HDF5) with the lock of this thread's innermost H5Section (if it
+/// holds it) released, so other threads may call HDF5 meanwhile; takes it back at the end, also when
+/// f throws. Returns f()'s result.
 template <class F> auto without_h5_lock(F&& f) {
-  H5Unlocked unlocked;
+  struct Relock {
+    std::unique_lock<std::recursive_mutex>* lock;
+    ~Relock() {
+      if (lock) lock->lock();
+    }
+  } relock{h5_section_lock_held()};
+  if (relock.lock) relock.lock->unlock();
   return f();
 }
 

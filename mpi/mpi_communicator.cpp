@@ -209,25 +209,26 @@ void MpiCommunicator::stage_out(std::span<float> host, std::span<float> data) {
   allocator_for(device_).copy(data.data(), host.data(), data.size_bytes(), device_, Device::cpu);
 }
 
-void MpiCommunicator::allreduce_sum(std::span<float> data) {
+template <class Exchange>
+void MpiCommunicator::blocking(std::span<float> data, const char* what, Exchange&& exchange, bool copy_back) {
   if (world_ == 1 || data.empty()) return;
   auto host = stage_in(data, SIZE_MAX);
   {
-    CollectiveWait wait("allreduce_sum");
-    allreduce_sum_chunks(host, main_comm_);
+    CollectiveWait wait(what);
+    exchange(host);
   }
-  stage_out(host, data);
+  if (copy_back) stage_out(host, data);
+}
+
+void MpiCommunicator::allreduce_sum(std::span<float> data) {
+  blocking(data, "allreduce_sum", [&](std::span<float> host) { allreduce_sum_chunks(host, main_comm_); });
 }
 
 void MpiCommunicator::allreduce_average(std::span<float> data) {
-  if (world_ == 1 || data.empty()) return;
-  auto host = stage_in(data, SIZE_MAX);
-  {
-    CollectiveWait wait("allreduce_average");
+  blocking(data, "allreduce_average", [&](std::span<float> host) {
     allreduce_sum_chunks(host, main_comm_);
-  }
-  divide(host, world_);
-  stage_out(host, data);
+    divide(host, world_);
+  });
 }
 
 void MpiCommunicator::check_root(const char* op, int root) const {
@@ -238,27 +239,26 @@ void MpiCommunicator::check_root(const char* op, int root) const {
 
 void MpiCommunicator::broadcast(std::span<float> data, int root) {
   check_root("broadcast", root);
-  if (world_ == 1 || data.empty()) return;
-  auto host = stage_in(data, SIZE_MAX);
-  CollectiveWait wait("broadcast");
-  for_each_chunk(host.size(), [&](size_t off, int n) {
-    HT_MPI_CHECK(MPI_Bcast(host.data() + off, n, MPI_FLOAT, root, main_comm_));
+  blocking(data, "broadcast", [&](std::span<float> host) {
+    for_each_chunk(host.size(), [&](size_t off, int n) {
+      HT_MPI_CHECK(MPI_Bcast(host.data() + off, n, MPI_FLOAT, root, main_comm_));
+    });
   });
-  stage_out(host, data);
 }
 
 void MpiCommunicator::reduce_sum(std::span<float> data, int root) {
   check_root("reduce_sum", root);
-  if (world_ == 1 || data.empty()) return;
-  auto host = stage_in(data, SIZE_MAX);
-  CollectiveWait wait("reduce_sum");
-  for_each_chunk(host.size(), [&](size_t off, int n) {
-    if (rank_ == root)
-      HT_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, host.data() + off, n, MPI_FLOAT, MPI_SUM, root, main_comm_));
-    else
-      HT_MPI_CHECK(MPI_Reduce(host.data() + off, nullptr, n, MPI_FLOAT, MPI_SUM, root, main_comm_));
-  });
-  if (rank_ == root) stage_out(host, data);
+  blocking(
+      data, "reduce_sum",
+      [&](std::span<float> host) {
+        for_each_chunk(host.size(), [&](size_t off, int n) {
+          if (rank_ == root)
+            HT_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, host.data() + off, n, MPI_FLOAT, MPI_SUM, root, main_comm_));
+          else
+            HT_MPI_CHECK(MPI_Reduce(host.data() + off, nullptr, n, MPI_FLOAT, MPI_SUM, root, main_comm_));
+        });
+      },
+      rank_ == root);
 }
 
 void MpiCommunicator::broadcast_bytes(std::vector<char>& bytes, int root) {

@@ -83,6 +83,11 @@ class MpiCommunicator final : public Communicator {
   void check_root(const char* op, int root) const;  ///< RuntimeError for a root outside [0, world_size)
   std::span<float> stage_in(std::span<float> data, size_t slot);
   void stage_out(std::span<float> host, std::span<float> data);
+  /// A blocking operation on the caller's thread: exchange(host) under a CollectiveWait named `what`,
+  /// on `data` itself (Device::cpu) or a host copy that is copied back when `copy_back`. Nothing on
+  /// one rank.
+  template <class Exchange>
+  void blocking(std::span<float> data, const char* what, Exchange&& exchange, bool copy_back = true);
 
   Device device_;
   double timeout_s_;

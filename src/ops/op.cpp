@@ -22,11 +22,14 @@ const OpArgs& OpArgs::f32(const Tensor& t, const char* name) const {
   return *this;
 }
 
-const OpArgs& OpArgs::f32(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const {
-  f32(t, name);
+const OpArgs& OpArgs::has_shape(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const {
   if (t.shape() != shape)
     fail(std::string(name) + " has shape " + t.shape_str() + ", expected " + shape_to_string(shape));
   return *this;
+}
+
+const OpArgs& OpArgs::f32(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const {
+  return f32(t, name).has_shape(t, name, shape);
 }
 
 const OpArgs& OpArgs::act(const Tensor& t, const char* name) const {
@@ -38,10 +41,7 @@ const OpArgs& OpArgs::act(const Tensor& t, const char* name) const {
 }
 
 const OpArgs& OpArgs::act(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const {
-  act(t, name);
-  if (t.shape() != shape)
-    fail(std::string(name) + " has shape " + t.shape_str() + ", expected " + shape_to_string(shape));
-  return *this;
+  return act(t, name).has_shape(t, name, shape);
 }
 
 const OpArgs& OpArgs::same_dtype(const Tensor& a, const char* na, const Tensor& b, const char* nb) const {

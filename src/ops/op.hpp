@@ -66,6 +66,7 @@ class OpArgs {
 
  private:
   const OpArgs& on_device(const Tensor& t, const char* name) const;
+  const OpArgs& has_shape(const Tensor& t, const char* name, const std::vector<int64_t>& shape) const;
   [[noreturn]] void fail(const std::string& what) const;
   const char* op_;
   Device dev_;

@@ -55,6 +55,19 @@ std::string signal_name(int s) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(s);
 }
 
+/// What the shell sees after a stop by signal (exit 75): under mpirun, Open MPI prints its "job has
+/// been aborted" banner for any non-zero exit (75 included), and after a TERM to mpirun it kills the
+/// ranks and returns 1.
+std::string stop_exit_note() {
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  return !under_mpirun ? "exit code 75"
+         : stop_signal() == SIGTERM
+             ? "exit code 75; mpirun itself returns 1 after a TERM (send USR1 to mpirun for 75), after its "
+               "'job has been aborted' notice"
+             : "exit code 75, mpirun's too, after Open MPI's 'job has been aborted' notice, which it prints for "
+               "any non-zero exit";
+}
+
 }  // namespace
 
 struct CheckpointManager::StartPlan {
@@ -398,43 +411,29 @@ void CheckpointManager::run_end(TrainSummary& s) {
     log_raw_err(msg);
     return;
   }
+  const long long step = static_cast<long long>(p.step);
+  const std::string saved = checkpoint_path(cfg_.run.dir, p.step);
+  auto stop_with = [&](ExitCode code, RunStatus status, const std::string& rank0_line) {
+    s.exit_code = code;
+    s.status = status;
+    if (rank_ == 0) log_info(rank0_line);
+  };
   if (stop_) {
-    s.exit_code = kExitStopped;
-    s.status = RunStatus::stopped;
-    if (rank_ == 0) {
-      std::string sig = stop_signal() ? signal_name(stop_signal()) : std::string("a signal on another rank");
-      // What the shell sees under mpirun: Open MPI prints its "job has been aborted" banner for any
-      // non-zero exit (75 included), and after a TERM to mpirun it kills the ranks and returns 1.
-      const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
-      const std::string shell =
-          !under_mpirun ? "exit code 75"
-          : stop_signal() == SIGTERM
-              ? "exit code 75; mpirun itself returns 1 after a TERM (send USR1 to mpirun for 75), after its "
-                "'job has been aborted' notice"
-              : "exit code 75, mpirun's too, after Open MPI's 'job has been aborted' notice, which it prints for "
-                "any non-zero exit";
-      log_info(strf("hpctrain: stopped by %s after step %lld: checkpoint %s saved; rerun the same command to resume "
-                    "(%s)",
-                    sig.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str(),
-                    shell.c_str()));
-    }
+    const std::string sig = stop_signal() ? signal_name(stop_signal()) : std::string("a signal on another rank");
+    stop_with(kExitStopped, RunStatus::stopped,
+              strf("hpctrain: stopped by %s after step %lld: checkpoint %s saved; rerun the same command to resume "
+                   "(%s)",
+                   sig.c_str(), step, saved.c_str(), stop_exit_note().c_str()));
   } else if (budget_stop_) {
-    s.exit_code = kExitBudget;
-    s.status = RunStatus::budget;
-    if (rank_ == 0) {
-      log_info(strf("hpctrain: budget: %s: stopped after step %lld, checkpoint %s saved; raise the limit and rerun "
-                    "the same command to resume (exit code 3)",
-                    budget_reason_.c_str(), static_cast<long long>(p.step),
-                    checkpoint_path(cfg_.run.dir, p.step).c_str()));
-    }
+    stop_with(kExitBudget, RunStatus::budget,
+              strf("hpctrain: budget: %s: stopped after step %lld, checkpoint %s saved; raise the limit and rerun "
+                   "the same command to resume (exit code 3)",
+                   budget_reason_.c_str(), step, saved.c_str()));
   } else if (slow_stop_) {
-    s.exit_code = kExitSlowRank;
-    s.status = RunStatus::slow_rank;
-    if (rank_ == 0) {
-      log_info(strf("hpctrain: slow rank: %s: stopped after step %lld, checkpoint %s saved; rerun the same command "
-                    "without that host to resume (sbatch --exclude=HOST; exit code 4)",
-                    slow_reason_.c_str(), static_cast<long long>(p.step), checkpoint_path(cfg_.run.dir, p.step).c_str()));
-    }
+    stop_with(kExitSlowRank, RunStatus::slow_rank,
+              strf("hpctrain: slow rank: %s: stopped after step %lld, checkpoint %s saved; rerun the same command "
+                   "without that host to resume (sbatch --exclude=HOST; exit code 4)",
+                   slow_reason_.c_str(), step, saved.c_str()));
   }
 }
 
