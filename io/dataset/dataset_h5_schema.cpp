@@ -67,29 +67,43 @@ void check_mean_std(const std::string& path, const DatasetInfo& info) {
   }
 }
 
+/// Dataset /<name> of a shard, opened and checked before any of its data is read: present (else
+/// "dataset /<name> missing" + `missing_note`), openable, checksummed from format version 2 on, an
+/// integer type of `bytes` bytes and `sign`; with its dataspace and shape. `dapl`: access properties.
+struct CheckedDataset {
+  H5Handle dataset, space;
+  std::vector<hsize_t> dims;
+};
+CheckedDataset open_checked(const std::string& path, hid_t file, const char* name, int64_t version, size_t bytes,
+                            H5T_sign_t sign, const std::string& missing_note = "", hid_t dapl = H5P_DEFAULT) {
+  const std::string what = std::string("dataset /") + name;
+  if (H5Lexists(file, name, H5P_DEFAULT) <= 0) throw UsageError(path + ": " + what + " missing" + missing_note);
+  CheckedDataset c;
+  c.dataset = H5Handle(H5Dopen2(file, name, dapl), H5Dclose);
+  if (!c.dataset.valid()) throw UsageError(path + ": " + what + " cannot be opened");
+  if (version >= 2) check_checksummed_object(path, what, c.dataset);
+  check_integer_dtype(path, name, c.dataset, bytes, sign);
+  c.space = H5Handle(H5Dget_space(c.dataset), H5Sclose);
+  if (!c.space.valid()) throw UsageError(path + ": " + what + ": shape cannot be read (corrupt file)");
+  c.dims = h5_space_dims(c.space);
+  return c;
+}
+
 // /encoded uint8 [B] and /offsets int64 [N+1] of an encoded shard: their types and storage checked
 // before anything is read, then the offsets read and checked (0 first, B last, never decreasing, no
 // sample over kMaxEncodedBytes), so no read ever goes by an unchecked offset.
 constexpr int64_t kMaxEncodedBytes = int64_t{1} << 30;
 void open_encoded(Shard& s, const std::string& path, int64_t version, int64_t file_size) {
-  if (H5Lexists(s.file, "encoded", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /encoded missing (storage = \"encoded\")");
-  if (H5Lexists(s.file, "offsets", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /offsets missing (storage = \"encoded\")");
-  s.images = H5Handle(H5Dopen2(s.file, "encoded", H5P_DEFAULT), H5Dclose);
-  if (!s.images.valid()) throw UsageError(path + ": dataset /encoded cannot be opened");
-  if (version >= 2) check_checksummed_object(path, "dataset /encoded", s.images);
-  check_integer_dtype(path, "encoded", s.images, 1, H5T_SGN_NONE);
-  s.fspace = H5Handle(H5Dget_space(s.images), H5Sclose);
-  if (!s.fspace.valid()) throw UsageError(path + ": dataset /encoded: shape cannot be read (corrupt file)");
-  std::vector<hsize_t> d = h5_space_dims(s.fspace);
+  const std::string note = " (storage = \"encoded\")";
+  CheckedDataset enc = open_checked(path, s.file, "encoded", version, 1, H5T_SGN_NONE, note);
+  s.images = std::move(enc.dataset);
+  s.fspace = std::move(enc.space);
+  const std::vector<hsize_t>& d = enc.dims;
   if (d.size() != 1) throw UsageError(path + ": dataset /encoded has shape " + dims_str(d) + ", expected [B]");
   check_storage(path, "encoded", s.images, d, 1, file_size);
-  H5Handle off(H5Dopen2(s.file, "offsets", H5P_DEFAULT), H5Dclose);
-  if (!off.valid()) throw UsageError(path + ": dataset /offsets cannot be opened");
-  if (version >= 2) check_checksummed_object(path, "dataset /offsets", off);
-  check_integer_dtype(path, "offsets", off, 8, H5T_SGN_2);
-  H5Handle ospace(H5Dget_space(off), H5Sclose);
-  if (!ospace.valid()) throw UsageError(path + ": dataset /offsets: shape cannot be read (corrupt file)");
-  std::vector<hsize_t> od = h5_space_dims(ospace);
+  CheckedDataset offsets = open_checked(path, s.file, "offsets", version, 8, H5T_SGN_2, note);
+  const H5Handle& off = offsets.dataset;
+  const std::vector<hsize_t>& od = offsets.dims;
   if (od.size() != 1 || od[0] < 1) throw UsageError(path + ": dataset /offsets has shape " + dims_str(od) + ", expected [N+1]");
   check_storage(path, "offsets", off, od, 8, file_size);  // bounds N by what the file holds
   s.encoded_offsets.resize(od[0]);
@@ -190,18 +204,14 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
     open_encoded(s, path, version, st.st_size);
   } else {
     // /images
-    if (H5Lexists(s.file, "images", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /images missing");
     H5Handle dapl(HT_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS)), H5Pclose);
     // A chunk cache big enough for the whole shard's images up to 64 MiB: repeated epochs then copy
     // from memory instead of re-reading chunks (random access touches every chunk many times).
     HT_H5_CHECK(H5Pset_chunk_cache(dapl, 12421, 64u << 20, 1.0));
-    s.images = H5Handle(H5Dopen2(s.file, "images", dapl), H5Dclose);
-    if (!s.images.valid()) throw UsageError(path + ": dataset /images cannot be opened");
-    if (version >= 2) check_checksummed_object(path, "dataset /images", s.images);
-    check_integer_dtype(path, "images", s.images, 1, H5T_SGN_NONE);
-    s.fspace = H5Handle(H5Dget_space(s.images), H5Sclose);
-    if (!s.fspace.valid()) throw UsageError(path + ": dataset /images: shape cannot be read (corrupt file)");
-    std::vector<hsize_t> d = h5_space_dims(s.fspace);
+    CheckedDataset images = open_checked(path, s.file, "images", version, 1, H5T_SGN_NONE, "", dapl);
+    s.images = std::move(images.dataset);
+    s.fspace = std::move(images.space);
+    const std::vector<hsize_t>& d = images.dims;
     if (d.size() != 4) throw UsageError(path + ": dataset /images has shape " + dims_str(d) + ", expected [N,H,W,C]");
     if (static_cast<int64_t>(d[1]) != h || static_cast<int64_t>(d[2]) != w || static_cast<int64_t>(d[3]) != c)
       throw UsageError(path + ": dataset /images has shape " + dims_str(d) + " but the attributes say height=" +
@@ -212,14 +222,9 @@ Shard open_shard(const std::string& path, ShardMeta& meta, std::vector<int32_t>&
   }
 
   // /labels
-  if (H5Lexists(s.file, "labels", H5P_DEFAULT) <= 0) throw UsageError(path + ": dataset /labels missing");
-  H5Handle lab(H5Dopen2(s.file, "labels", H5P_DEFAULT), H5Dclose);
-  if (!lab.valid()) throw UsageError(path + ": dataset /labels cannot be opened");
-  if (version >= 2) check_checksummed_object(path, "dataset /labels", lab);
-  check_integer_dtype(path, "labels", lab, 4, H5T_SGN_2);
-  H5Handle lspace(H5Dget_space(lab), H5Sclose);
-  if (!lspace.valid()) throw UsageError(path + ": dataset /labels: shape cannot be read (corrupt file)");
-  std::vector<hsize_t> ld = h5_space_dims(lspace);
+  CheckedDataset labels_ds = open_checked(path, s.file, "labels", version, 4, H5T_SGN_2);
+  const H5Handle& lab = labels_ds.dataset;
+  const std::vector<hsize_t>& ld = labels_ds.dims;
   if (ld.size() != 1) throw UsageError(path + ": dataset /labels has shape " + dims_str(ld) + ", expected [N]");
   if (static_cast<int64_t>(ld[0]) != s.count)
     throw UsageError(path + ": dataset " + (info.encoded ? "/offsets has entries for " : "/images has ") + std::to_string(s.count) + " samples but /labels has " +
