@@ -219,12 +219,23 @@ inline float ld16(const uint16_t* p, int64_t i, bool bf) { return bf ? f32_from_
 inline uint16_t st16(float v, bool bf) { return bf ? bf16_bits_from_f32(v) : f16_bits_from_f32(v); }
 
 /// Global average pool of an NHWC bf16/fp16 tensor: y[n,c] = mean over the H*W rows (float sums).
+/// A pass of the global average pool over an NHWC bf16/fp16 tensor `image` [N,C,H,W] (HW rows of
+/// C values per image): the sizes, the dtype, the mean's factor 1 / HW, and the pass's 16-bit input
+/// and output (forward: x -> y; backward: dy -> dx, `image` being dx).
+struct NhwcPool {
+  int64_t N, C, HW;
+  bool bf;
+  float inv;
+  const uint16_t* in;
+  uint16_t* out;
+  NhwcPool(const Tensor& image, const Tensor& in_t, Tensor& out_t)
+      : N(image.dim(0)), C(image.dim(1)), HW(image.dim(2) * image.dim(3)), bf(image.dtype() == DType::bf16),
+        inv(1.0f / static_cast<float>(HW)), in(static_cast<const uint16_t*>(in_t.raw())),
+        out(static_cast<uint16_t*>(out_t.raw())) {}
+};
+
 void avgpool_nhwc_forward(const Tensor& x, Tensor& y) {
-  const int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3);
-  const bool bf = x.dtype() == DType::bf16;
-  const auto* xp = static_cast<const uint16_t*>(x.raw());
-  auto* yp = static_cast<uint16_t*>(y.raw());
-  const float inv = 1.0f / static_cast<float>(HW);
+  const auto [N, C, HW, bf, inv, xp, yp] = NhwcPool(x, x, y);
 #pragma omp parallel for if (N * C * HW >= (1 << 15)) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     std::vector<float> s(static_cast<size_t>(C), 0.f);
@@ -238,11 +249,7 @@ void avgpool_nhwc_forward(const Tensor& x, Tensor& y) {
 }
 
 void avgpool_nhwc_backward(const Tensor& dy, Tensor& dx) {
-  const int64_t N = dx.dim(0), C = dx.dim(1), HW = dx.dim(2) * dx.dim(3);
-  const bool bf = dx.dtype() == DType::bf16;
-  const auto* dyp = static_cast<const uint16_t*>(dy.raw());
-  auto* dxp = static_cast<uint16_t*>(dx.raw());
-  const float inv = 1.0f / static_cast<float>(HW);
+  const auto [N, C, HW, bf, inv, dyp, dxp] = NhwcPool(dx, dy, dx);
 #pragma omp parallel for if (N * C * HW >= (1 << 15)) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     std::vector<uint16_t> g(static_cast<size_t>(C));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/tensor.hpp"
+#include "src/ops/batchnorm2d.hpp"
 
 namespace ht::gputest {
 
@@ -33,6 +34,23 @@ inline Tensor poisoned(std::vector<int64_t> shape) {
   return gpu(t);
 }
 inline Tensor host(const Tensor& t) { return t.to(Device::cpu); }
+
+/// Batch-norm parameters for `sh` from fixed seeds (gamma near 1, beta, running mean near 0, running
+/// variance near 1) and the CPU half's training forward of `x` with them: what the GPU batch-norm
+/// tests compare with. rm_ref and rv_ref are the running statistics after that pass.
+struct BatchNormTrainReference {
+  Tensor gamma, beta, rm, rv, y_ref, sm_ref, si_ref, rm_ref, rv_ref;
+};
+inline BatchNormTrainReference batchnorm_train_reference(OpCachePtr& cc, const BatchNormShape& sh, const Tensor& x) {
+  const int64_t c = sh.c;
+  BatchNormTrainReference r{randn({c}, 2, 1.f, 0.1f), randn({c}, 3),           randn({c}, 4, 0.f, 0.1f),
+                            randn({c}, 5, 1.f, 0.05f), Tensor::empty(x.shape()), Tensor::empty({c}),
+                            Tensor::empty({c}),        Tensor::empty({c}),       Tensor::empty({c})};
+  r.rm_ref.copy_from(r.rm);
+  r.rv_ref.copy_from(r.rv);
+  batchnorm2d_forward_train_cpu(cc, sh, x, r.gamma, r.beta, r.y_ref, r.rm_ref, r.rv_ref, r.sm_ref, r.si_ref);
+  return r;
+}
 
 /// Relative max error of a GPU tensor against a CPU reference (see above).
 inline double rel_err(const Tensor& got_gpu, const Tensor& ref) {

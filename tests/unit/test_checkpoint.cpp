@@ -51,14 +51,6 @@ void require_equal(const CheckpointData& a, const CheckpointData& b) {
   REQUIRE(a.strings == b.strings);
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-void spit(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << s;
-}
 
 // Offset of the raw float bytes of `t` inside the file (data are stored uncompressed).
 size_t find_tensor_bytes(const std::string& file, const Tensor& t) {
@@ -179,11 +171,11 @@ TEST_CASE("a flipped data byte fails the fletcher32 checksum; truncation fails t
   auto path = dir / "c.h5";
   auto d = sample_data(3);
   write_checkpoint_file(path.string(), d);
-  std::string bytes = slurp(path);
+  std::string bytes = test::file_bytes(path);
   size_t off = find_tensor_bytes(bytes, *d.find("param/fc.weight")) + 40;
   std::string bad = bytes;
   bad[off] = static_cast<char>(bad[off] ^ 0x10);
-  spit(path, bad);
+  test::write_file_bytes(path, bad);
   try {
     read_checkpoint_file(path.string());
     FAIL("corrupted checkpoint read without error");
@@ -194,9 +186,9 @@ TEST_CASE("a flipped data byte fails the fletcher32 checksum; truncation fails t
     REQUIRE(msg.find("param/fc.weight") != std::string::npos);
   }
   REQUIRE(inspect_checkpoint(path.string()) == 2);
-  spit(path, bytes.substr(0, bytes.size() * 2 / 3));
+  test::write_file_bytes(path, bytes.substr(0, bytes.size() * 2 / 3));
   REQUIRE_THROWS_AS(read_checkpoint_file(path.string()), UsageError);
-  spit(path, "");
+  test::write_file_bytes(path, "");
   REQUIRE_THROWS_AS(read_checkpoint_file(path.string()), UsageError);
   fs::remove_all(dir);
 }
@@ -206,14 +198,14 @@ TEST_CASE("a byte flipped anywhere is detected or harmless, never silently wrong
   auto path = dir / "c.h5";
   auto d = sample_data(3, 40);
   write_checkpoint_file(path.string(), d);
-  const std::string bytes = slurp(path);
+  const std::string bytes = test::file_bytes(path);
   std::mt19937 rng(1234);
   int detected = 0, harmless = 0;
   for (int i = 0; i < 300; ++i) {
     std::string bad = bytes;
     size_t off = std::uniform_int_distribution<size_t>(0, bad.size() - 1)(rng);
     bad[off] = static_cast<char>(bad[off] ^ (1 << (i % 8)));
-    spit(path, bad);
+    test::write_file_bytes(path, bad);
     try {
       auto r = read_checkpoint_file(path.string());
       INFO("offset " << off);
@@ -231,15 +223,13 @@ TEST_CASE("a byte flipped anywhere is detected or harmless, never silently wrong
 
 TEST_CASE("write_checkpoint: atomic files, LATEST, keep_last and keep_every", "[checkpoint]") {
   auto run = fresh_dir("prune");
-  CheckpointWriteOptions opt;
-  opt.keep_last = 2;
-  opt.keep_every = 4;
+  const CheckpointWriteOptions opt{.keep_last = 2, .keep_every = 4};
   for (int64_t s = 1; s <= 10; ++s) {
     auto r = write_checkpoint(run.string(), s, sample_data(s, 20), opt);
     REQUIRE(r.path == checkpoint_path(run.string(), s));
     REQUIRE(r.bytes == fs::file_size(r.path));
     REQUIRE(r.write_ms > 0);
-    REQUIRE(slurp(run / "LATEST") == "checkpoints/step-" + std::string(s < 10 ? "0000000" : "000000") +
+    REQUIRE(test::file_bytes(run / "LATEST") == "checkpoints/step-" + std::string(s < 10 ? "0000000" : "000000") +
                                           std::to_string(s) + ".h5\n");
   }
   std::vector<int64_t> steps;
@@ -256,21 +246,20 @@ TEST_CASE("write_checkpoint: atomic files, LATEST, keep_last and keep_every", "[
 
 TEST_CASE("resume falls back past corrupt or truncated checkpoints and ignores temporary files", "[checkpoint]") {
   auto run = fresh_dir("fallback");
-  CheckpointWriteOptions opt;
-  opt.keep_last = 5;
+  const CheckpointWriteOptions opt{.keep_last = 5};
   for (int64_t s : {5, 10, 15}) write_checkpoint(run.string(), s, sample_data(s), opt);
   // A writer killed mid-write leaves a temporary file: newer step, garbage content.
   auto tmp = run / "checkpoints" / "step-00000020.h5.tmp.4242";
-  spit(tmp, "partial");
-  spit(run / "LATEST.tmp.4242", "checkpoints/step-00000020.h5\n");
+  test::write_file_bytes(tmp, "partial");
+  test::write_file_bytes(run / "LATEST.tmp.4242", "checkpoints/step-00000020.h5\n");
   // Corrupt 15 (flip a data byte) and truncate 10.
   auto p15 = checkpoint_path(run.string(), 15), p10 = checkpoint_path(run.string(), 10);
-  std::string b15 = slurp(p15);
+  std::string b15 = test::file_bytes(p15);
   size_t off = find_tensor_bytes(b15, *sample_data(15).find("param/fc.weight")) + 100;
   b15[off] = static_cast<char>(b15[off] ^ 0xff);
-  spit(p15, b15);
-  std::string b10 = slurp(p10);
-  spit(p10, b10.substr(0, b10.size() / 2));
+  test::write_file_bytes(p15, b15);
+  std::string b10 = test::file_bytes(p10);
+  test::write_file_bytes(p10, b10.substr(0, b10.size() / 2));
 
   std::vector<std::string> warnings;
   auto l = load_latest_checkpoint(run.string(), true, [&](const std::string& w) { warnings.push_back(w); });
@@ -295,7 +284,7 @@ TEST_CASE("resume falls back past corrupt or truncated checkpoints and ignores t
 
   // Nothing valid at all: nullopt, every file named.
   auto p5 = checkpoint_path(run.string(), 5);
-  spit(p5, "not hdf5");
+  test::write_file_bytes(p5, "not hdf5");
   auto none = load_latest_checkpoint(run.string(), false, nullptr);
   REQUIRE_FALSE(none);
   fs::remove_all(run);
@@ -307,7 +296,7 @@ TEST_CASE("disk full (file-size limit): error names path and size, previous chec
   CheckpointWriteOptions opt;
   opt.check_space = false;  // reach the real write failure (the statvfs check is tested below)
   write_checkpoint(run.string(), 1, sample_data(1, 20), opt);
-  std::string latest = slurp(run / "LATEST");
+  std::string latest = test::file_bytes(run / "LATEST");
   auto big = sample_data(2, 200000);  // ~16 MB
   struct sigaction ign {}, old {};
   ign.sa_handler = SIG_IGN;
@@ -331,7 +320,7 @@ TEST_CASE("disk full (file-size limit): error names path and size, previous chec
   REQUIRE(msg.find(" bytes (") != std::string::npos);  // "N bytes (X MiB) needed"
   REQUIRE(msg.find("needed") != std::string::npos);
   REQUIRE(msg.find("File too large") != std::string::npos);
-  REQUIRE(slurp(run / "LATEST") == latest);
+  REQUIRE(test::file_bytes(run / "LATEST") == latest);
   REQUIRE(list_checkpoints(run.string()).size() == 1);
   for (auto& e : fs::directory_iterator(run / "checkpoints"))
     REQUIRE(e.path().filename().string().find(".tmp.") == std::string::npos);
@@ -347,7 +336,7 @@ TEST_CASE("disk full (file-size limit): error names path and size, previous chec
     REQUIRE(m.find(std::to_string(size_t(1) << 62) + " bytes") != std::string::npos);
   }
   // An unusable directory (a path below a regular file).
-  spit(run / "plainfile", "x");
+  test::write_file_bytes(run / "plainfile", "x");
   REQUIRE_THROWS_AS(write_checkpoint((run / "plainfile" / "run").string(), 1, sample_data(1, 20)), RuntimeError);
   fs::remove_all(run);
 }
@@ -396,7 +385,7 @@ TEST_CASE("async writer: second save waits for the first; errors surface", "[che
     REQUIRE(w.error().empty());
   }
   {
-    spit(run / "plainfile", "x");
+    test::write_file_bytes(run / "plainfile", "x");
     CheckpointWriter w((run / "plainfile" / "run").string(), {}, true);
     w.save(1, sample_data(1, 20));
     REQUIRE_THROWS_AS(w.wait(), RuntimeError);

@@ -27,15 +27,6 @@ namespace {
 
 fs::path fresh_dir(const std::string& name) { return test::fresh_temp_dir("ht_h5leak", name); }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-void spit(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << s;
-}
 
 // Identifiers of every kind HDF5 hands out (H5Inmembers), so that a leaked dataspace, datatype or
 // property list counts too (H5Fget_obj_count sees only files, groups, datasets, named types and
@@ -100,14 +91,14 @@ TEST_CASE("h5 leaks: every checkpoint reader closes every identifier after each 
   fs::create_directories(run / "checkpoints");
   const fs::path file = run / "checkpoints" / "step-00000003.h5";
   write_checkpoint_file(file.string(), d);
-  const std::string good = slurp(file);
+  const std::string good = test::file_bytes(file);
   REQUIRE(open_objects() == 0);
   const std::string ids0 = id_counts();
   int n_rejected = 0;
   size_t i = 0;
   for (const std::string& bad : bad_variants(good, 77)) {
     INFO("variant " << i++ << " (" << bad.size() << " bytes)");
-    spit(file, bad);
+    test::write_file_bytes(file, bad);
     n_rejected += rejected([&] { read_checkpoint_file(file.string()); });
     REQUIRE(open_objects() == 0);
     REQUIRE(id_counts() == ids0);
@@ -139,7 +130,7 @@ TEST_CASE("h5 leaks: the shard readers close every identifier after each failure
   for (int k = 0; k < n; ++k) labels[static_cast<size_t>(k)] = k % 3;
   const fs::path file = dir / "train-00000-of-00001.h5";
   write_dataset_shard(file.string(), info, "train", 0, 1, images, labels);
-  const std::string good = slurp(file);
+  const std::string good = test::file_bytes(file);
   REQUIRE(open_objects() == 0);
   {
     auto ds = open_dataset_shard(file.string());
@@ -156,7 +147,7 @@ TEST_CASE("h5 leaks: the shard readers close every identifier after each failure
   size_t i = 0;
   for (const std::string& bad : variants) {
     INFO("variant " << i++ << " (" << bad.size() << " bytes)");
-    spit(file, bad);
+    test::write_file_bytes(file, bad);
     n_rejected += rejected([&] { open_dataset_shard(file.string()); });
     REQUIRE(open_objects() == 0);
     n_rejected += rejected([&] { open_sharded_dataset(dir.string(), "train"); });
