@@ -46,7 +46,7 @@ def main():
         kind, _, tname = key.partition("/")
         if kind in ("param", "buffer"):
             sd[tname] = torch.from_numpy(a.copy())
-    head = "fc2.weight" if name == "fmnist_cnn" else "fc3.weight" if name == "mlp" else "fc.weight"
+    head = ht_torch.head_weight_name(name)
     if head not in sd:
         print(f"export_torch: {args.checkpoint}: no param/{head}: not a {name} checkpoint", file=sys.stderr)
         return 2

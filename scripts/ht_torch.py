@@ -34,6 +34,11 @@ def build_model(name, num_classes, channels=3, height=32, width=32, mlp_hidden=6
     return torch_models.build(name, num_classes, channels, height, width, mlp_hidden)
 
 
+def head_weight_name(model):
+    """The weight of `model`'s last linear layer, the head (C++: head_param_names in src/train/training_state.cpp)."""
+    return {"fmnist_cnn": "fc2.weight", "mlp": "fc3.weight"}.get(model, "fc.weight")
+
+
 def load_state_dict_file(path):
     """A state_dict from torch.save output: a plain state_dict, a {"state_dict": ...} or {"model": ...}
     training checkpoint, or a whole module; DistributedDataParallel's "module." prefix is removed."""

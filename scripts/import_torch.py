@@ -46,7 +46,7 @@ def main():
     args = ap.parse_args()
 
     sd = ht_torch.load_state_dict_file(args.state_dict)
-    head = "fc2.weight" if args.model == "fmnist_cnn" else "fc3.weight" if args.model == "mlp" else "fc.weight"
+    head = ht_torch.head_weight_name(args.model)
     if head not in sd:
         print(f"import_torch: {args.state_dict}: no tensor '{head}' (is this a {args.model} state_dict?)",
               file=sys.stderr)

@@ -87,7 +87,7 @@ bool same_shape(const Conv2dShape& a, const Conv2dShape& b) {
 }
 
 /// Tensor-core math allowed: TF32 on float32 data when the options allow it; always for bfloat16 and
-/// float16 data (their products are exact in the float32 accumulator). conv_algo.hpp's rules for
+/// float16 data (their products are exact in the float32 accumulator). conv2d_gpu_algo.hpp's rules for
 /// "allow_tf32" are the rules of this flag.
 bool tensor_ops(const Options& opt, ActFormat f) { return opt.allow_tf32 || f.low_precision(); }
 
@@ -124,7 +124,7 @@ ConvCache& prepare(OpCachePtr& slot, const Conv2dShape& sh, const Options& opt, 
   return cc;
 }
 
-// The cuDNN enum values conv_algo.cpp relies on (it has no cuDNN types).
+// The cuDNN enum values conv2d_gpu_algo.cpp relies on (it has no cuDNN types).
 static_assert(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 == 0 && CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 == 0 &&
                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3 == 3,
               "cuDNN algorithm numbering changed: update conv_algo_nondeterministic");
@@ -300,8 +300,16 @@ const void* filter_for(ConvCache& cc, const Conv2dShape& sh, const Tensor& w) {
   return cc.w_lp.raw();
 }
 
-void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y) {
+}  // namespace
+
+}  // namespace ht::cuda
+
+namespace ht {
+using namespace ht::cuda;  // this file's helpers above
+
+// The GPU halves declared in src/ops/conv2d.hpp.
+void conv2d_forward_gpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y) {
   const Options opt = options();
   const ActFormat f = act_format(x);
   ConvCache& cc = prepare(cache, sh, opt, f);
@@ -318,8 +326,8 @@ void conv2d_forward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, c
     HT_CUDNN_CHECK(cudnnAddTensor(cx.cudnn, Scalars::one(), cc.bias.get(), b->raw(), Scalars::one(), cc.y.get(), y.raw()));
 }
 
-void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+void conv2d_backward_gpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
   const Options opt = options();
   const ActFormat f = act_format(x);
   ConvCache& cc = prepare(cache, sh, opt, f);
@@ -345,22 +353,6 @@ void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, 
                                                 static_cast<cudnnConvolutionBwdDataAlgo_t>(a.bwd_data.algo), ws,
                                                 a.bwd_data.workspace, Scalars::zero(), cc.x.get(), dx->raw()));
   }
-}
-
-}  // namespace
-
-}  // namespace ht::cuda
-
-namespace ht {
-
-// The GPU halves declared in src/ops/conv2d.hpp.
-void conv2d_forward_gpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                        Tensor& y) {
-  cuda::conv2d_forward(cache, sh, x, w, b, y);
-}
-void conv2d_backward_gpu(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  cuda::conv2d_backward(cache, sh, x, w, dy, dx, dw, db, accumulate);
 }
 
 }  // namespace ht

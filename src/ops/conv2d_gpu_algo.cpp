@@ -1,4 +1,4 @@
-// Convolution algorithm selection (see conv_algo.hpp). Host code without cuDNN, built in every build.
+// Convolution algorithm selection (see conv2d_gpu_algo.hpp). Host code without cuDNN, built in every build.
 #include "src/ops/conv2d_gpu_algo.hpp"
 
 #include <sstream>

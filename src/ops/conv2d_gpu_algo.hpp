@@ -57,7 +57,7 @@ struct ConvAlgoChoice {
 };
 
 /// True for the algorithms cuDNN documents as non-deterministic (atomics): backward data ALGO_0 (= 0),
-/// backward filter ALGO_0 (= 0) and ALGO_3 (= 3). conv2d.cu static_asserts these enum values.
+/// backward filter ALGO_0 (= 0) and ALGO_3 (= 3). conv2d_gpu.cu static_asserts these enum values.
 bool conv_algo_nondeterministic(ConvPass pass, int algo);
 
 /// The math type the descriptor is given before cudnnFind/cudnnGet: fma in strict FP32, default with

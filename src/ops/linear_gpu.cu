@@ -84,8 +84,16 @@ const void* weight_for(LinearCache& lc, const Tensor& w, DType t) {
   return lc.w_lp.raw();
 }
 
-void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y) {
+}  // namespace
+
+}  // namespace ht::cuda
+
+namespace ht {
+using namespace ht::cuda;  // this file's helpers above
+
+// The GPU halves declared in src/ops/linear.hpp.
+void linear_forward_gpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
+                        Tensor& y) {
   Context& cx = ctx();
   LinearCache& lc = cache_as<LinearCache>(cache);
   set_math(cx.cublas);
@@ -101,8 +109,8 @@ void linear_forward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, c
   }
 }
 
-void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
+void linear_backward_gpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
   Context& cx = ctx();
   LinearCache& lc = cache_as<LinearCache>(cache);
   set_math(cx.cublas);
@@ -123,22 +131,6 @@ void linear_backward(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, 
     });
     HT_KERNEL_CHECK();
   }
-}
-
-}  // namespace
-
-}  // namespace ht::cuda
-
-namespace ht {
-
-// The GPU halves declared in src/ops/linear.hpp.
-void linear_forward_gpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor* b,
-                        Tensor& y) {
-  cuda::linear_forward(cache, sh, x, w, b, y);
-}
-void linear_backward_gpu(OpCachePtr& cache, const LinearShape& sh, const Tensor& x, const Tensor& w, const Tensor& dy,
-                         Tensor* dx, Tensor& dw, Tensor* db, bool accumulate) {
-  cuda::linear_backward(cache, sh, x, w, dy, dx, dw, db, accumulate);
 }
 
 }  // namespace ht
