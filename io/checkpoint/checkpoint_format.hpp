@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -125,11 +126,27 @@ inline constexpr uint64_t kCheckpointMaxDatasetBytes = uint64_t(1) << 36;  ///< 
 inline constexpr int64_t kCheckpointMaxWorldSize = int64_t(1) << 20;  ///< ints/world_size
 inline constexpr int64_t kCheckpointMaxEpoch = 2147483646;            ///< ints/epoch (an int in memory)
 
-/// The ints a resume needs (and a run directory's step-NNNNNNNN.h5 must have). epoch_offset is
-/// optional (files of earlier builds lack it).
-inline constexpr const char* kCheckpointResumeInts[] = {"step", "epoch", "step_in_epoch", "steps_per_epoch",
-                                                       "total_steps", "nonfinite_in_row", "nonfinite_total",
-                                                       "world_size", "global_batch"};
+/// An int a resume needs, and the range its value must lie in.
+struct CheckpointResumeInt {
+  const char* key;
+  int64_t lo, hi;
+};
+/// The ints a resume needs (and a run directory's step-NNNNNNNN.h5 must have), the one list: the
+/// training state's restore (src/train/training_state.cpp) and the file checks use it. epoch_offset
+/// is optional (files of earlier builds lack it).
+inline constexpr CheckpointResumeInt kCheckpointResumeInts[] = {
+    {"step", 0, INT64_MAX},           {"epoch", 0, kCheckpointMaxEpoch},
+    {"step_in_epoch", 0, INT64_MAX},  {"steps_per_epoch", 1, INT64_MAX},
+    {"total_steps", 1, INT64_MAX},    {"nonfinite_in_row", 0, INT64_MAX},
+    {"nonfinite_total", 0, INT64_MAX}, {"world_size", 1, kCheckpointMaxWorldSize},
+    {"global_batch", 1, INT64_MAX}};
+
+/// Whether ints/`key` is one of kCheckpointResumeInts.
+constexpr bool is_checkpoint_resume_int(std::string_view key) {
+  for (const CheckpointResumeInt& r : kCheckpointResumeInts)
+    if (key == r.key) return true;
+  return false;
+}
 
 /// One tensor dataset as the file declares it (shape in memory: a stored scalar [1] is {}).
 struct CheckpointTensorInfo {

@@ -101,16 +101,7 @@ std::string checkpoint_counters_problem(const CheckpointLayout& l) {
     if (!has(k) || (v(k) >= lo && v(k) <= hi)) return "";
     return bad(k, "is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   };
-  constexpr int64_t kMax = INT64_MAX;
-  for (auto [k, lo, hi] : {std::tuple<const char*, int64_t, int64_t>{"step", 0, kMax},
-                           {"epoch", 0, kCheckpointMaxEpoch},
-                           {"step_in_epoch", 0, kMax},
-                           {"steps_per_epoch", 1, kMax},
-                           {"total_steps", 1, kMax},
-                           {"nonfinite_in_row", 0, kMax},
-                           {"nonfinite_total", 0, kMax},
-                           {"world_size", 1, kCheckpointMaxWorldSize},
-                           {"global_batch", 1, kMax}})
+  for (const auto& [k, lo, hi] : kCheckpointResumeInts)
     if (std::string p = range(k, lo, hi); !p.empty()) return p;
   if (has("step_in_epoch") && has("steps_per_epoch") && v("step_in_epoch") > v("steps_per_epoch"))
     return bad("step_in_epoch", "is beyond ints/steps_per_epoch = " + std::to_string(v("steps_per_epoch")));
@@ -179,8 +170,8 @@ std::string checkpoint_layout_problem(const CheckpointLayout& l, const std::stri
   // A run directory's checkpoint (resumed automatically) must carry everything a resume needs, so
   // that inspect and resume agree on it; other files (--init-from, scripts/import_torch.py) need not.
   if (named >= 0)
-    for (const char* k : kCheckpointResumeInts)
-      if (!l.ints.count(k)) return "dataset /ints/" + std::string(k) + " is missing (a resume needs it)";
+    for (const CheckpointResumeInt& r : kCheckpointResumeInts)
+      if (!l.ints.count(r.key)) return "dataset /ints/" + std::string(r.key) + " is missing (a resume needs it)";
   // ... and its momentum pairs with its parameters (SGD keeps one per parameter, of its shape).
   if (named >= 0)
     for (const auto& t : l.tensors) {

@@ -18,6 +18,7 @@
 
 #include "base/stats.hpp"
 #include "io/checkpoint/checkpoint_store.hpp"
+#include "io/checkpoint/checkpoint_format.hpp"
 #include "io/checkpoint/checkpoint_writer.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
@@ -88,9 +89,12 @@ CheckpointData make_state(int64_t step, int64_t* nparams) {
   CheckpointData d;
   uint32_t seed = 1;
   *nparams = 0;
-  for (auto& [n, s] : params) d.tensors.emplace_back("param/" + n, random_tensor(s, seed++)), *nparams += shape_numel(s);
-  for (auto& [n, s] : buffers) d.tensors.emplace_back("buffer/" + n, random_tensor(s, seed++));
-  for (auto& [n, s] : params) d.tensors.emplace_back("momentum/" + n, random_tensor(s, seed++));
+  for (auto& [n, s] : params) {
+    d.tensors.emplace_back(state_tensor_name(StateGroup::param, n), random_tensor(s, seed++));
+    *nparams += shape_numel(s);
+  }
+  for (auto& [n, s] : buffers) d.tensors.emplace_back(state_tensor_name(StateGroup::buffer, n), random_tensor(s, seed++));
+  for (auto& [n, s] : params) d.tensors.emplace_back(state_tensor_name(StateGroup::momentum, n), random_tensor(s, seed++));
   d.ints = {{"step", step}, {"epoch", 0}, {"step_in_epoch", step}, {"world_size", 1}, {"global_batch", 128}};
   d.floats = {{"lr", 0.1}};
   d.strings = {{"model", "resnet18_cifar"}};

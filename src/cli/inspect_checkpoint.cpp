@@ -37,10 +37,15 @@ int inspect_checkpoint(const std::string& path) {
     o << "  model: " << gets("model") << "  config_hash: " << gets("config_hash") << "\n";
     int64_t params = 0, nparam = 0, buffers = 0, momentum = 0, rank_buffers = 0;
     for (auto& [n, t] : d.tensors) {
-      if (n.rfind("param/", 0) == 0) params += t.numel(), ++nparam;
-      else if (n.rfind("buffer/", 0) == 0) buffers += t.numel();
-      else if (n.rfind("momentum/", 0) == 0) momentum += t.numel();
-      else if (is_rank_buffer_name(n)) rank_buffers += t.numel();
+      StateGroup group;
+      std::string model_name;
+      if (!parse_state_tensor_name(n, &group, &model_name)) {
+        if (is_rank_buffer_name(n)) rank_buffers += t.numel();
+      } else if (group == StateGroup::param) {
+        params += t.numel(), ++nparam;
+      } else {
+        (group == StateGroup::buffer ? buffers : momentum) += t.numel();
+      }
     }
     o << "  parameters: " << params << " in " << nparam << " tensors;  buffers: " << buffers
       << " values;  momentum: " << momentum << " values\n";

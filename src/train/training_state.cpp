@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "base/error.hpp"
+#include "io/checkpoint/checkpoint_format.hpp"
 
 namespace ht {
 namespace {
@@ -69,34 +70,32 @@ class ByteReader {
   size_t pos_ = 0;
 };
 
-// Whether a resume needs a field (the others keep their defaults when a file lacks them).
-enum class Need { optional, resume };
-
 // The one list of the state's fields besides its tensors and the loss scaler, with each field's
 // checkpoint key; the field's type picks the group (integers: ints/, double and optional<double>:
-// floats/, strings: strings/). The checkpoint datasets, the restore from them, the bytes of the
-// broadcast and the resume checks all walk this list. A new field is one line here.
+// floats/, strings: strings/). The checkpoint datasets, the restore from them and the bytes of the
+// broadcast walk this list; which ints a resume needs is the file format's kCheckpointResumeInts
+// (the others keep their defaults when a file lacks them). A new field is one line here.
 template <class State, class Visit>
 void for_each_field(State& s, Visit&& v) {
   auto& p = s.progress;
-  v("step", p.step, Need::resume);
-  v("epoch", p.epoch, Need::resume);
-  v("step_in_epoch", p.step_in_epoch, Need::resume);
-  v("nonfinite_in_row", p.nonfinite_in_row, Need::resume);
-  v("nonfinite_total", p.nonfinite_total, Need::resume);
-  v("epoch_offset", p.epoch_offset, Need::optional);  // absent in files of earlier builds
-  v("world_size", s.world_size, Need::resume);
-  v("seed", s.seed, Need::optional);
-  v("global_batch", s.global_batch, Need::resume);
-  v("total_steps", s.total_steps, Need::resume);
-  v("steps_per_epoch", s.steps_per_epoch, Need::resume);
-  v("lr", s.lr, Need::optional);
-  v("train_loss", s.train_loss, Need::optional);
-  v("test_top1", s.test_top1, Need::optional);
-  v("test_loss", s.test_loss, Need::optional);
-  v("model", s.model, Need::optional);
-  v("config", s.config, Need::optional);
-  v("config_hash", s.config_hash, Need::optional);
+  v("step", p.step);
+  v("epoch", p.epoch);
+  v("step_in_epoch", p.step_in_epoch);
+  v("nonfinite_in_row", p.nonfinite_in_row);
+  v("nonfinite_total", p.nonfinite_total);
+  v("epoch_offset", p.epoch_offset);  // absent in files of earlier builds
+  v("world_size", s.world_size);
+  v("seed", s.seed);
+  v("global_batch", s.global_batch);
+  v("total_steps", s.total_steps);
+  v("steps_per_epoch", s.steps_per_epoch);
+  v("lr", s.lr);
+  v("train_loss", s.train_loss);
+  v("test_top1", s.test_top1);
+  v("test_loss", s.test_loss);
+  v("model", s.model);
+  v("config", s.config);
+  v("config_hash", s.config_hash);
 }
 
 template <class T>
@@ -125,7 +124,7 @@ bool has_rank_buffers(const TrainingState& s) {
 CheckpointData to_checkpoint_data(TrainingState s) {
   CheckpointData d;
   d.tensors = std::move(s.tensors);
-  for_each_field(s, [&d](const char* key, auto& f, Need) {
+  for_each_field(s, [&d](const char* key, auto& f) {
     if constexpr (kIsInt<decltype(f)>) d.ints[key] = static_cast<int64_t>(f);
     else if constexpr (kIsFloat<decltype(f)>) d.floats[key] = f;
     else if constexpr (kIsOptionalFloat<decltype(f)>) { if (f) d.floats[key] = *f; }
@@ -138,11 +137,11 @@ CheckpointData to_checkpoint_data(TrainingState s) {
 
 TrainingState training_state_from_checkpoint(CheckpointData d, const std::string& origin, bool require_progress) {
   TrainingState s;
-  for_each_field(s, [&](const char* key, auto& f, Need need) {
+  for_each_field(s, [&](const char* key, auto& f) {
     using T = Plain<decltype(f)>;
     if constexpr (kIsInt<T>) {
       if (auto it = d.ints.find(key); it != d.ints.end()) f = static_cast<T>(it->second);
-      else if (require_progress && need == Need::resume) d.get_int(key, origin);  // throws, naming both
+      else if (require_progress && is_checkpoint_resume_int(key)) d.get_int(key, origin);  // throws, naming both
     } else if constexpr (kIsFloat<T> || kIsOptionalFloat<T>) {
       if (auto it = d.floats.find(key); it != d.floats.end()) f = it->second;
     } else {
@@ -156,10 +155,7 @@ TrainingState training_state_from_checkpoint(CheckpointData d, const std::string
 
 std::vector<std::string> training_state_resume_ints() {
   std::vector<std::string> keys;
-  TrainingState s;
-  for_each_field(s, [&keys](const char* key, auto&, Need need) {
-    if (need == Need::resume) keys.emplace_back(key);
-  });
+  for (const CheckpointResumeInt& r : kCheckpointResumeInts) keys.emplace_back(r.key);
   return keys;
 }
 
@@ -175,7 +171,7 @@ std::vector<char> serialize_training_state(const TrainingState& s) {
     for (int64_t d : t.shape()) w.i64(d);
     w.raw(t.raw(), t.nbytes());  // host tensors (capture_state, read_checkpoint_file)
   }
-  for_each_field(s, [&w](const char*, const auto& f, Need) {
+  for_each_field(s, [&w](const char*, const auto& f) {
     if constexpr (kIsInt<decltype(f)>) w.i64(static_cast<int64_t>(f));
     else if constexpr (kIsFloat<decltype(f)>) w.f64(f);
     else if constexpr (kIsOptionalFloat<decltype(f)>) {
@@ -208,7 +204,7 @@ TrainingState deserialize_training_state(std::span<const char> bytes) {
     r.raw(t.raw(), t.nbytes());
     s.tensors.emplace_back(std::move(name), std::move(t));
   }
-  for_each_field(s, [&r](const char*, auto& f, Need) {
+  for_each_field(s, [&r](const char*, auto& f) {
     using T = Plain<decltype(f)>;
     if constexpr (kIsInt<T>) f = static_cast<T>(r.i64());
     else if constexpr (kIsFloat<T>) f = r.f64();

@@ -98,8 +98,8 @@ CheckpointData to_checkpoint_data(TrainingState state);
 TrainingState training_state_from_checkpoint(CheckpointData data, const std::string& origin,
                                              bool require_progress = true);
 
-/// The ints a resume needs, in the field list's order: the same set as the file format's
-/// kCheckpointResumeInts (io/checkpoint/checkpoint_format.hpp), which validates run directories.
+/// The ints a resume needs: the keys of the file format's kCheckpointResumeInts
+/// (io/checkpoint/checkpoint_format.hpp), each a field of the training state.
 std::vector<std::string> training_state_resume_ints();
 
 /// What a resume or --init-from needs of a checkpoint, from this run (checkpoint_run_problem).
