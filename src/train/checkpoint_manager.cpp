@@ -284,7 +284,7 @@ void CheckpointManager::start() {
   }
 }
 
-void CheckpointManager::save(bool sync, const std::string& reason) {
+void CheckpointManager::save(bool sync, CheckpointReason reason) {
   const int64_t step = prog_.step;
   auto t0 = Clock::now();
   TrainingState state = t_.capture_state();  // collective
@@ -297,7 +297,7 @@ void CheckpointManager::save(bool sync, const std::string& reason) {
   if (world_ > 1) dist_barrier();
 }
 
-void CheckpointManager::save_on_rank0(TrainingState state, bool sync, const std::string& reason,
+void CheckpointManager::save_on_rank0(TrainingState state, bool sync, CheckpointReason reason,
                                       std::chrono::steady_clock::time_point t0) {
   const int64_t step = prog_.step;
   CheckpointData d = to_checkpoint_data(std::move(state));
@@ -323,7 +323,7 @@ void CheckpointManager::report_completed() {
     if (metrics_)
       metrics_->write({{"event", "checkpoint"}, {"step", step}, {"path", r.path}, {"bytes", r.bytes},
                        {"write_ms", r.write_ms}, {"copy_ms", p.copy_ms}, {"stall_ms", p.stall_ms},
-                       {"reason", p.reason}, {"removed", r.removed}});
+                       {"reason", to_string(p.reason)}, {"removed", r.removed}});
     t_.budget().set_checkpoint_cost_s((p.copy_ms + p.stall_ms + r.write_ms) / 1000.0);  // the final save's forecast
     if (auto change = schedule_.record_cost((p.copy_ms + p.stall_ms + r.write_ms) / 1000.0)) {
       log_info(strf("hpctrain: checkpoint interval (Young/Daly) for C %.3f s and MTBF %.1f min: %.1f s",
@@ -385,7 +385,10 @@ void CheckpointManager::run_end(TrainSummary& s) {
   const TrainProgress& p = prog_;
   if (!failed_) {
     if (p.step != last_saved_step_) {
-      save(true, stop_ ? "signal" : budget_stop_ ? "budget" : slow_stop_ ? "slow_rank" : "final");
+      save(true, stop_ ? CheckpointReason::signal
+               : budget_stop_ ? CheckpointReason::budget
+               : slow_stop_   ? CheckpointReason::slow_rank
+                              : CheckpointReason::final);
     } else if (rank_ == 0) {
       try {
         writer_->wait();

@@ -64,9 +64,9 @@ class CheckpointManager {
   /// the serialised state to broadcast. Throws UsageError / RuntimeError.
   struct StartPlan;
   StartPlan plan_start();
-  void save(bool sync, const std::string& reason);
+  void save(bool sync, CheckpointReason reason);
   /// Rank 0's part of save(): the checkpoint handed to the background writer (waited for when sync).
-  void save_on_rank0(TrainingState state, bool sync, const std::string& reason,
+  void save_on_rank0(TrainingState state, bool sync, CheckpointReason reason,
                      std::chrono::steady_clock::time_point t0);
   void report_completed();  // rank 0: metrics "checkpoint" events, Young/Daly update
   void raise_test_signal(); // HT_TEST_FAULTS signal_at_step / signal_rank
@@ -91,7 +91,7 @@ class CheckpointManager {
   std::string fail_message_;
   struct Pending {
     double copy_ms = 0, stall_ms = 0;
-    std::string reason;
+    CheckpointReason reason = CheckpointReason::final;
   };
   std::map<int64_t, Pending> pending_;
 };

@@ -8,6 +8,20 @@
 
 namespace ht {
 
+const char* to_string(CheckpointReason r) {
+  switch (r) {
+    case CheckpointReason::young_daly_measure: return "young_daly_measure";
+    case CheckpointReason::young_daly: return "young_daly";
+    case CheckpointReason::every_minutes: return "every_minutes";
+    case CheckpointReason::every_steps: return "every_steps";
+    case CheckpointReason::signal: return "signal";
+    case CheckpointReason::budget: return "budget";
+    case CheckpointReason::slow_rank: return "slow_rank";
+    case CheckpointReason::final: return "final";
+  }
+  return "?";
+}
+
 double checkpoint_interval_s(double cost_s, double mtbf_s) {
   if (!(cost_s > 0) || !(mtbf_s > 0))
     throw UsageError("Young/Daly interval needs a positive checkpoint cost and MTBF (got C = " +
@@ -27,13 +41,13 @@ bool CheckpointSchedule::time_due(Clock::time_point now) const {
   return interval_s_ > 0 && std::chrono::duration<double>(now - last_save_).count() >= interval_s_;
 }
 
-std::optional<std::string> CheckpointSchedule::decide(int64_t step, bool time_due) {
+std::optional<CheckpointReason> CheckpointSchedule::decide(int64_t step, bool time_due) {
   if (need_measure_) {
     need_measure_ = false;
-    return "young_daly_measure";
+    return CheckpointReason::young_daly_measure;
   }
-  if (time_due) return mtbf_minutes_ > 0 ? "young_daly" : "every_minutes";
-  if (every_steps_ > 0 && step % every_steps_ == 0) return "every_steps";
+  if (time_due) return mtbf_minutes_ > 0 ? CheckpointReason::young_daly : CheckpointReason::every_minutes;
+  if (every_steps_ > 0 && step % every_steps_ == 0) return CheckpointReason::every_steps;
   return std::nullopt;
 }
 

@@ -27,6 +27,21 @@ namespace ht {
 /// non-positive cost or MTBF.
 double checkpoint_interval_s(double cost_s, double mtbf_s);
 
+/// Why a checkpoint is written (its "reason" in metrics.jsonl: to_string).
+enum class CheckpointReason {
+  young_daly_measure,  ///< the first boundary with checkpoint.mtbf_minutes: measures the cost C
+  young_daly,          ///< the Young/Daly interval from C and the MTBF is due
+  every_minutes,       ///< checkpoint.every_minutes is due
+  every_steps,         ///< the step is a multiple of checkpoint.every_steps
+  signal,              ///< a stop signal: the checkpoint before exit 75
+  budget,              ///< a run.max_* budget would be crossed: the checkpoint before exit 3
+  slow_rank,           ///< watchdog.slow_rank_stop_windows: the checkpoint before exit 4
+  final,               ///< the end of training
+};
+/// The reason's name: "young_daly_measure", "young_daly", "every_minutes", "every_steps", "signal",
+/// "budget", "slow_rank", "final".
+const char* to_string(CheckpointReason r);
+
 /// The periodic-checkpoint timing rules of one run.
 class CheckpointSchedule {
  public:
@@ -43,9 +58,9 @@ class CheckpointSchedule {
 
   /// The reason to checkpoint after `step`, given the agreed `time_due` answer, or nullopt for no
   /// checkpoint. The Young/Daly measuring checkpoint is taken once: the call that returns
-  /// "young_daly_measure" consumes it. Call only at boundaries that may checkpoint (not after the last
+  /// young_daly_measure consumes it. Call only at boundaries that may checkpoint (not after the last
   /// step, not when `step` is already saved).
-  std::optional<std::string> decide(int64_t step, bool time_due);
+  std::optional<CheckpointReason> decide(int64_t step, bool time_due);
 
   /// Records that a checkpoint was taken at `now` (the next interval counts from here).
   void mark_saved(Clock::time_point now) { last_save_ = now; }

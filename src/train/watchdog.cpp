@@ -14,6 +14,16 @@
 #include "base/test_faults.hpp"
 
 namespace ht {
+
+const char* to_string(WatchdogKind k) {
+  switch (k) {
+    case WatchdogKind::data_loading: return "data_loading";
+    case WatchdogKind::exposed_communication: return "exposed_communication";
+    case WatchdogKind::gpu_idle: return "gpu_idle";
+    case WatchdogKind::slow_rank: return "slow_rank";
+  }
+  return "?";
+}
 namespace {
 
 double share(double part, double whole) { return whole > 0 ? part / whole : 0; }
@@ -70,7 +80,7 @@ std::vector<WatchdogWarning> judge_window(const std::vector<RankWindow>& ranks, 
       slow_rank = true;
       const bool data_cause = ranks[s].data_ms - med_data > 0.5 * (busy[s] - med);
       WatchdogWarning w;
-      w.kind = "slow_rank";
+      w.kind = WatchdogKind::slow_rank;
       w.message = "rank " + std::to_string(s) + " on host " + host(s) + " is busy " + ms(busy[s]) +
                   " per step against a median of " + ms(med) + " on the other ranks, which wait for it: " +
                   (data_cause ? "its data loading is slow (" + ms(ranks[s].data_ms) + " per step; disk or file system of " +
@@ -94,7 +104,7 @@ std::vector<WatchdogWarning> judge_window(const std::vector<RankWindow>& ranks, 
   if (!slow_rank && ds > opt.max_data_share && median_data_ms(ranks) >= kMinWorthMs) {
     data_slow = true;
     WatchdogWarning w;
-    w.kind = "data_loading";
+    w.kind = WatchdogKind::data_loading;
     w.message = "waiting for data takes " + pct(ds) + " of the step (median over ranks, " + ms(ranks[0].data_ms) +
                 " of " + ms(ranks[0].step_ms) + " on rank 0; limit watchdog.max_data_share = " +
                 pct(opt.max_data_share) + "): the input pipeline, not the model, sets the pace";
@@ -108,7 +118,7 @@ std::vector<WatchdogWarning> judge_window(const std::vector<RankWindow>& ranks, 
   const double cs = *std::min_element(comm_share.begin(), comm_share.end());
   if (!slow_rank && ranks.size() >= 2 && cs > opt.max_comm_share && min_comm_ms(ranks) >= kMinWorthMs) {
     WatchdogWarning w;
-    w.kind = "exposed_communication";
+    w.kind = WatchdogKind::exposed_communication;
     w.message = "exposed gradient communication takes " + pct(cs) + " of the step on every rank (" +
                 ms(ranks[0].allreduce_ms) + " of " + ms(ranks[0].step_ms) + " on rank 0; limit "
                 "watchdog.max_comm_share = " + pct(opt.max_comm_share) + "): backward does not hide the allreduce";
@@ -120,7 +130,7 @@ std::vector<WatchdogWarning> judge_window(const std::vector<RankWindow>& ranks, 
   // ---- an idle GPU ----
   if (gpu_util_pct && *gpu_util_pct < opt.min_gpu_util_pct) {
     WatchdogWarning w;
-    w.kind = "gpu_idle";
+    w.kind = WatchdogKind::gpu_idle;
     char b[64];
     std::snprintf(b, sizeof b, "%.0f%%", *gpu_util_pct);
     w.message = std::string("rank 0's GPU was busy ") + b + " of the time (NVML; limit watchdog.min_gpu_util_pct = " +
@@ -170,7 +180,7 @@ std::vector<WatchdogWarning> Watchdog::on_step(const StepMetrics& m, MetricsWrit
   // The slow-rank streak (watchdog.slow_rank_stop_windows): judged, not only printed, windows count.
   int slow = -1;
   for (const auto& w : judged)
-    if (w.kind == "slow_rank") slow = w.figures.value("rank", -1);
+    if (w.kind == WatchdogKind::slow_rank) slow = w.figures.value("rank", -1);
   if (slow >= 0 && slow == slow_rank_) {
     ++slow_windows_;
   } else {
@@ -193,7 +203,7 @@ std::vector<WatchdogWarning> Watchdog::on_step(const StepMetrics& m, MetricsWrit
     log_raw_err("hpctrain: warning (watchdog, steps " + std::to_string(first) + "-" + std::to_string(last) +
                 "): " + w.message + "; knob: " + w.knob);
     if (metrics) {
-      nlohmann::json j = {{"event", "warning"}, {"source", "watchdog"}, {"kind", w.kind},
+      nlohmann::json j = {{"event", "warning"}, {"source", "watchdog"}, {"kind", to_string(w.kind)},
                           {"step", last},      {"first_step", first},   {"message", w.message},
                           {"knob", w.knob}};
       for (auto& [key, v] : w.figures.items()) j[key] = v;

@@ -39,10 +39,15 @@ struct RankWindow {
   double allreduce_ms = 0;
 };
 
-/// A warning: kind (data_loading, exposed_communication, gpu_idle, slow_rank), the sentence that
-/// names the likely cause, the knobs to turn, and the figures it rests on (JSON fields).
+/// What a watchdog warning is about (its "kind" in metrics.jsonl: to_string).
+enum class WatchdogKind { data_loading, exposed_communication, gpu_idle, slow_rank };
+/// "data_loading", "exposed_communication", "gpu_idle", "slow_rank".
+const char* to_string(WatchdogKind k);
+
+/// A warning: its kind, the sentence that names the likely cause, the knobs to turn, and the
+/// figures it rests on (JSON fields).
 struct WatchdogWarning {
-  std::string kind;
+  WatchdogKind kind = WatchdogKind::data_loading;
   std::string message;
   std::string knob;
   nlohmann::json figures = nlohmann::json::object();
@@ -80,7 +85,7 @@ class Watchdog {
   std::vector<double> step_ms_, data_ms_, allreduce_ms_;  ///< this window's steps
   double gpu_util_sum_ = 0;
   int64_t gpu_samples_ = 0;
-  std::map<std::string, SteadyClock::time_point> last_;  ///< kind -> last emission
+  std::map<WatchdogKind, SteadyClock::time_point> last_;  ///< kind -> last emission
   int64_t emitted_ = 0;
   int slow_rank_ = -1;        ///< the rank judged slow in the latest windows, -1: none
   int64_t slow_windows_ = 0;  ///< how many windows in a row

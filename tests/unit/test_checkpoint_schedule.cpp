@@ -39,7 +39,7 @@ TEST_CASE("checkpoint schedule: every_steps checkpoints on multiples only", "[ch
     auto r = s.decide(step, false);
     if (step % 5 == 0) {
       REQUIRE(r);
-      CHECK(*r == "every_steps");
+      CHECK(*r == CheckpointReason::every_steps);
     } else {
       CHECK_FALSE(r);
     }
@@ -55,7 +55,7 @@ TEST_CASE("checkpoint schedule: every_minutes is due from the start, then from t
   CHECK(s.time_due(t0 + seconds(120)));
   auto r = s.decide(7, true);
   REQUIRE(r);
-  CHECK(*r == "every_minutes");
+  CHECK(*r == CheckpointReason::every_minutes);
   s.mark_saved(t0 + seconds(125));
   CHECK_FALSE(s.time_due(t0 + seconds(244)));
   CHECK(s.time_due(t0 + seconds(245)));
@@ -64,9 +64,9 @@ TEST_CASE("checkpoint schedule: every_minutes is due from the start, then from t
 TEST_CASE("checkpoint schedule: a due time comes before every_steps, which applies otherwise",
           "[checkpoint][schedule]") {
   CheckpointSchedule s(4, 1.0, 0, Clock::now());
-  CHECK(*s.decide(4, true) == "every_minutes");
-  CHECK(*s.decide(8, false) == "every_steps");
-  CHECK(*s.decide(9, true) == "every_minutes");
+  CHECK(*s.decide(4, true) == CheckpointReason::every_minutes);
+  CHECK(*s.decide(8, false) == CheckpointReason::every_steps);
+  CHECK(*s.decide(9, true) == CheckpointReason::every_minutes);
   CHECK_FALSE(s.decide(9, false));
 }
 
@@ -79,9 +79,9 @@ TEST_CASE("checkpoint schedule: Young/Daly measures once, then sqrt(2 C M) - C f
   // The first boundary that may checkpoint measures, whatever else applies; only once.
   auto r = s.decide(1, false);
   REQUIRE(r);
-  CHECK(*r == "young_daly_measure");
+  CHECK(*r == CheckpointReason::young_daly_measure);
   CHECK_FALSE(s.decide(2, false));
-  CHECK(*s.decide(3, false) == "every_steps");
+  CHECK(*s.decide(3, false) == CheckpointReason::every_steps);
   // First cost 0.5 s: interval sqrt(2 x 0.5 x 3600) - 0.5 = 59.5 s, announced.
   auto c1 = s.record_cost(0.5);
   REQUIRE(c1);
@@ -92,7 +92,7 @@ TEST_CASE("checkpoint schedule: Young/Daly measures once, then sqrt(2 C M) - C f
   s.mark_saved(t0);
   CHECK_FALSE(s.time_due(t0 + seconds(59)));
   CHECK(s.time_due(t0 + seconds(60)));
-  CHECK(*s.decide(4, true) == "young_daly");
+  CHECK(*s.decide(4, true) == CheckpointReason::young_daly);
   // Running mean: (0.5 + 0.6) / 2 = 0.55 -> sqrt(3960) - 0.55 = 62.4 s: within 20 %, not announced.
   CHECK_FALSE(s.record_cost(0.6));
   CHECK(s.cost_s() == Approx(0.55));
@@ -107,8 +107,8 @@ TEST_CASE("checkpoint schedule: Young/Daly measures once, then sqrt(2 C M) - C f
 TEST_CASE("checkpoint schedule: Young/Daly replaces every_minutes once measured", "[checkpoint][schedule]") {
   CheckpointSchedule s(0, 10.0, 30.0, Clock::now());
   CHECK(s.interval_s() == 600.0);  // every_minutes until the first cost is known
-  CHECK(*s.decide(1, true) == "young_daly_measure");
-  CHECK(*s.decide(2, true) == "young_daly");  // the rule's name follows mtbf_minutes
+  CHECK(*s.decide(1, true) == CheckpointReason::young_daly_measure);
+  CHECK(*s.decide(2, true) == CheckpointReason::young_daly);  // the rule's name follows mtbf_minutes
   auto c = s.record_cost(2.0);                // sqrt(2 x 2 x 1800) - 2 = 82.9 s
   REQUIRE(c);
   CHECK(s.interval_s() == Approx(std::sqrt(7200.0) - 2));

@@ -18,7 +18,7 @@ using namespace ht;
 namespace {
 std::vector<std::string> kinds(const std::vector<WatchdogWarning>& w) {
   std::vector<std::string> k;
-  for (const auto& x : w) k.push_back(x.kind);
+  for (const auto& x : w) k.push_back(to_string(x.kind));
   return k;
 }
 const std::vector<std::string> kHosts = {"n0", "n0", "n1", "n1"};
