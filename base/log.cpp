@@ -52,6 +52,9 @@ void log_info(const std::string& line) {
 }
 void log_info_every_rank(const std::string& line) { write_line(1, line); }
 void log_warn(const std::string& line) { write_line(2, prefixed("warning", line)); }
+void log_warn_job(const std::string& line) {
+  if (g_rank.load() == 0) write_line(2, "hpctrain: warning: " + line);
+}
 void log_error(const std::string& line) { write_line(2, prefixed("error", line)); }
 void log_fatal(const std::string& line) { write_line(2, prefixed("fatal", line)); }
 void log_raw_err(const std::string& line) { write_line(2, line); }

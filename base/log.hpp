@@ -25,6 +25,10 @@ void log_info_every_rank(const std::string& line);
 /// ranks; from every rank that calls it.
 void log_warn(const std::string& line);
 
+/// "hpctrain: warning: LINE" on stderr from rank 0 only (other ranks drop it), without a rank: a
+/// warning about the whole job (its config, its files, its launch) that every rank may reach.
+void log_warn_job(const std::string& line);
+
 /// "hpctrain: error: LINE" on stderr, with "(rank R on HOST)" as for log_warn.
 void log_error(const std::string& line);
 

@@ -50,4 +50,8 @@ int bind_rank_gpu(MPI_Comm comm, MPI_Comm local, const std::string& host, bool a
   return dev;
 }
 
+int bind_job_rank_gpu(bool allow_shared_gpu) {
+  return bind_rank_gpu(MPI_COMM_WORLD, dist().local, dist().host, allow_shared_gpu);
+}
+
 }  // namespace ht

@@ -21,4 +21,8 @@ namespace ht {
 int bind_rank_gpu(MPI_Comm comm, MPI_Comm local, const std::string& host, bool allow_shared_gpu,
                   std::string* uuid = nullptr);
 
+/// bind_rank_gpu over the whole job: MPI_COMM_WORLD, with dist()'s node communicator and host name
+/// (for src/train, which calls no MPI itself).
+int bind_job_rank_gpu(bool allow_shared_gpu);
+
 }  // namespace ht

@@ -117,8 +117,6 @@ CheckpointManager::~CheckpointManager() {
 CheckpointManager::StartPlan CheckpointManager::plan_start() {
   StartPlan plan;
   const std::string& dir = cfg_.run.dir;
-  // Rank 0 only; the text has no "(rank R on HOST)" (log_warn would add it with several ranks).
-  auto warn = [](const std::string& w) { log_raw_err("hpctrain: warning: " + w); };
   if (cfg_.run.fresh && !list_checkpoints(dir).empty()) {
     char stamp[32];
     std::snprintf(stamp, sizeof stamp, "%lld", static_cast<long long>(std::time(nullptr)));
@@ -127,7 +125,8 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
     fs::remove(fs::path(dir) / "LATEST");
     log_info("hpctrain: run.fresh: previous checkpoints moved to " + aside.string());
   }
-  for (auto& p : clean_temporary_files(dir)) warn("removed leftover temporary file " + p + " (an interrupted write)");
+  for (auto& p : clean_temporary_files(dir))
+    log_warn_job("removed leftover temporary file " + p + " (an interrupted write)");
   bool had_any = !list_checkpoints(dir).empty();
   // Every candidate is vetted in a child process first: a checkpoint, even one this run wrote, is
   // untrusted input to HDF5 (src/train/file_vetting.hpp).
@@ -145,7 +144,7 @@ CheckpointManager::StartPlan CheckpointManager::plan_start() {
     return checkpoint_run_problem(l, path, expect);
   };
   std::vector<std::string> rejected;
-  auto loaded = load_latest_checkpoint(dir, true, warn, check, &rejected, vet_child);
+  auto loaded = load_latest_checkpoint(dir, true, log_warn_job, check, &rejected, vet_child);
   if (loaded) {
     const CheckpointData& d = loaded->data;
     plan.mode = StartPlan::Mode::resume;
@@ -265,7 +264,7 @@ void CheckpointManager::start() {
       // The schedule is a function of the planned length: a changed train.max_steps or train.epochs
       // re-stretches it from here on, which a user resuming "to train a bit longer" rarely expects.
       const double lr_saved_plan = learning_rate(cfg_.optim, p.step, saved_total, steps_per_epoch_);
-      log_raw_err(strf("hpctrain: warning: the %s learning-rate schedule was planned over %lld steps when %s was "
+      log_warn_job(strf("the %s learning-rate schedule was planned over %lld steps when %s was "
                        "saved and is now planned over %lld steps (train.max_steps or train.epochs changed): at step "
                        "%lld the learning rate moves from %.6g (saved plan) to %.6g. Resume with the saved "
                        "train.max_steps / train.epochs to keep the schedule",

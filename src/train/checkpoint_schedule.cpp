@@ -5,21 +5,17 @@
 #include <string>
 
 #include "base/error.hpp"
+#include "base/enum_names.hpp"
 
 namespace ht {
 
 const char* to_string(CheckpointReason r) {
-  switch (r) {
-    case CheckpointReason::young_daly_measure: return "young_daly_measure";
-    case CheckpointReason::young_daly: return "young_daly";
-    case CheckpointReason::every_minutes: return "every_minutes";
-    case CheckpointReason::every_steps: return "every_steps";
-    case CheckpointReason::signal: return "signal";
-    case CheckpointReason::budget: return "budget";
-    case CheckpointReason::slow_rank: return "slow_rank";
-    case CheckpointReason::final: return "final";
-  }
-  return "?";
+  using R = CheckpointReason;
+  static constexpr std::pair<R, const char*> kNames[] = {
+      {R::young_daly_measure, "young_daly_measure"}, {R::young_daly, "young_daly"}, {R::every_minutes, "every_minutes"},
+      {R::every_steps, "every_steps"}, {R::signal, "signal"}, {R::budget, "budget"}, {R::slow_rank, "slow_rank"},
+      {R::final, "final"}};
+  return enum_name(r, kNames);
 }
 
 double checkpoint_interval_s(double cost_s, double mtbf_s) {

@@ -12,6 +12,7 @@
 
 #include "base/error.hpp"
 #include "base/suggest.hpp"
+#include "base/enum_names.hpp"
 
 namespace po = boost::program_options;
 
@@ -36,11 +37,7 @@ template <> struct EnumNames<LrSchedule> {
       {LrSchedule::constant, "constant"}, {LrSchedule::step, "step"}, {LrSchedule::cosine, "cosine"}};
 };
 
-template <class E> const char* enum_name(E v) {
-  for (const auto& [e, name] : EnumNames<E>::table)
-    if (e == v) return name;
-  return "?";
-}
+template <class E> const char* enum_name(E v) { return ht::enum_name(v, EnumNames<E>::table); }
 
 /// The value spelled `text`; UsageError "ORIGIN: key = text: must be one of a, b, c" otherwise.
 template <class E> E enum_from_text(const std::string& key, const std::string& text, const std::string& origin) {

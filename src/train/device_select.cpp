@@ -68,7 +68,7 @@ Device select_device(DeviceChoice requested, int local_rank, bool allow_shared_g
   // shared-memory communicator, dist().local) so two ranks on one GPU is an error naming both (unless
   // dist.allow_shared_gpu), and no usable GPU on some rank is a usage error saying why (no device,
   // driver missing or too old, CUDA_VISIBLE_DEVICES empty).
-  if (d == Device::cuda) cuda::init(bind_rank_gpu(MPI_COMM_WORLD, dist().local, dist().host, allow_shared_gpu));
+  if (d == Device::cuda) cuda::init(bind_job_rank_gpu(allow_shared_gpu));
   (void)local_rank;
 #else
   (void)local_rank;

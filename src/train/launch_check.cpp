@@ -155,8 +155,7 @@ void check_launch_environment_collective() {
                                                "launch check: the ranks' fingerprints", WaitKind::while_peers_answer))
     prints.push_back(parse_key_value_lines(s));
   const FingerprintProblems fp = compare_fingerprints(prints, d.hosts);
-  if (d.rank == 0)  // rank 0 only, without log_warn's "(rank R on HOST)"
-    for (const auto& w : fp.warnings) log_raw_err("hpctrain: warning: " + w);
+  for (const auto& w : fp.warnings) log_warn_job(w);
   if (!fp.errors.empty()) throw CollectiveUsageError(fp.errors.front(), d.rank == 0);
 }
 
@@ -195,14 +194,14 @@ std::vector<std::string> probe_run_dir_shared_collective(const std::string& run_
     if (missing_hosts.empty() || missing_hosts.back() != d.hosts[static_cast<size_t>(r)])
       missing_hosts.push_back(d.hosts[static_cast<size_t>(r)]);
   std::ostringstream os;
-  os << "hpctrain: warning: run.dir = " << run_dir << " is not shared between nodes: " << hosts_of(blind, d.hosts)
+  os << "run.dir = " << run_dir << " is not shared between nodes: " << hosts_of(blind, d.hosts)
      << " cannot see the file rank 0 wrote there on " << d.hosts[0]
      << ". Training goes on (only rank 0 writes checkpoints and metrics, and on a resume only rank 0 reads"
         " them), but a rerun resumes only if its rank 0 runs on "
      << d.hosts[0]
      << " again. Put run.dir on a file system every node mounts at the same path (data.dir and the hpctrain"
         " binary or container must be on every node too)";
-  log_raw_err(os.str());
+  log_warn_job(os.str());
   return missing_hosts;
 }
 

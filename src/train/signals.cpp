@@ -1,6 +1,5 @@
 #include "src/train/signals.hpp"
 
-#include <mpi.h>
 #include <signal.h>
 
 #include <algorithm>

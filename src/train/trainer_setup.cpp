@@ -83,8 +83,7 @@ void Trainer::setup_local(int& threads) {
 void Trainer::setup_test_faults() {
   const TestFaults& tf = TestFaults::get();  // UsageError for an unknown name or a bad value
   if (!tf.active()) return;
-  // Rank 0 only, without log_warn's "(rank R on HOST)".
-  if (rank_ == 0) log_raw_err("hpctrain: warning: HT_TEST_FAULTS is set: injecting faults: " + tf.spec());
+  log_warn_job("HT_TEST_FAULTS is set: injecting faults: " + tf.spec());
   faults_ = StepFaults::for_rank(rank_);
 }
 
@@ -297,7 +296,7 @@ void Trainer::open_run_files(int threads) {
   if (test_ds_)
     for (auto& p : test_ds_->info().version1_shards) old.push_back(p);
   if (!old.empty())
-    log_raw_err("hpctrain: warning: " + std::to_string(old.size()) + " shard(s) of data.dir = " + cfg_.data.dir +
+    log_warn_job(std::to_string(old.size()) + " shard(s) of data.dir = " + cfg_.data.dir +
                 " are in shard format version 1 (HDF5's original file format, no metadata checksums), e.g. " +
                 old.front() + ": re-run 'hpctrain prepare' to rewrite them in version 2 (docs/dataset.md)");
 }

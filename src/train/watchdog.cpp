@@ -1,7 +1,6 @@
 #include "base/stats.hpp"
 #include "src/train/watchdog.hpp"
 
-#include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,17 +11,17 @@
 #include "mpi/dist.hpp"
 #include "base/log.hpp"
 #include "base/test_faults.hpp"
+#include "base/enum_names.hpp"
 
 namespace ht {
 
 const char* to_string(WatchdogKind k) {
-  switch (k) {
-    case WatchdogKind::data_loading: return "data_loading";
-    case WatchdogKind::exposed_communication: return "exposed_communication";
-    case WatchdogKind::gpu_idle: return "gpu_idle";
-    case WatchdogKind::slow_rank: return "slow_rank";
-  }
-  return "?";
+  using K = WatchdogKind;
+  static constexpr std::pair<K, const char*> kNames[] = {{K::data_loading, "data_loading"},
+                                                         {K::exposed_communication, "exposed_communication"},
+                                                         {K::gpu_idle, "gpu_idle"},
+                                                         {K::slow_rank, "slow_rank"}};
+  return enum_name(k, kNames);
 }
 namespace {
 
