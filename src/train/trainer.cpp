@@ -88,16 +88,17 @@ TrainSummary Trainer::run() {
 }
 
 bool Trainer::step(int epoch) {
+  // The step's own clock: step_ms (without the metrics) and the trace's "step" span (with them).
   const auto t0 = SteadyClock::now();
   const int64_t trace_t0 = trace_.enabled() ? trace_.now_us() : 0;
   // ---- data ----
   note_step(prog_.step + 1);  // where this rank is, for the peers' probes (mpi/whereabouts.hpp)
-  note_phase("data");
-  Tensor images, labels;
-  if (!next_batch(images, labels)) return false;
   StepMetrics m;
-  m.data_ms = ms_since(t0);
-  if (trace_.enabled()) trace_.record("data", "step", trace_t0, trace_.now_us());
+  Tensor images, labels;
+  {
+    PhaseTimer phase(trace_, "data", m.data_ms);
+    if (!next_batch(images, labels)) return false;
+  }
   m.step = prog_.step + 1;
   m.epoch = epoch + 1;
   m.lr = learning_rate(cfg_.optim, prog_.step, total_steps_, steps_per_epoch_);
@@ -264,18 +265,19 @@ void Trainer::advance_progress(const StepMetrics& m) {
 }
 
 void Trainer::record_step(StepMetrics& m, int64_t trace_begin_us) {
-  std::optional<TraceSpan> span(std::in_place, trace_, "metrics");
-  if (cfg_.dist.check_replicas_every > 0 && prog_.step % cfg_.dist.check_replicas_every == 0)
-    m.replicas_identical = check_replicas();
-  if (nvml_) m.gpu = nvml_->snapshot();
-  if (rank_ == 0) {
-    metrics_->write(step_record(m));
-    if (!m.skipped && (prog_.step % cfg_.train.log_every_steps == 0 || prog_.step == total_steps_))
-      log_progress(m, train_s_ * static_cast<double>(prog_.step) / std::max<int64_t>(1, prog_.step - run_start_step_));
+  {
+    TraceSpan span(trace_, "metrics");
+    if (cfg_.dist.check_replicas_every > 0 && prog_.step % cfg_.dist.check_replicas_every == 0)
+      m.replicas_identical = check_replicas();
+    if (nvml_) m.gpu = nvml_->snapshot();
+    if (rank_ == 0) {
+      metrics_->write(step_record(m));
+      if (!m.skipped && (prog_.step % cfg_.train.log_every_steps == 0 || prog_.step == total_steps_))
+        log_progress(m, train_s_ * static_cast<double>(prog_.step) / std::max<int64_t>(1, prog_.step - run_start_step_));
+    }
+    budget_->on_step(m.step_ms);
+    watchdog_->on_step(m, metrics_.get());  // collective once per watchdog.window_steps
   }
-  budget_->on_step(m.step_ms);
-  watchdog_->on_step(m, metrics_.get());  // collective once per watchdog.window_steps
-  span.reset();
   if (trace_.enabled()) trace_.record("step", "step", trace_begin_us, trace_.now_us(), prog_.step);
 }
 
@@ -291,15 +293,11 @@ void Trainer::end_epoch(int epoch, bool stop, bool interrupted) {
   if (interrupted) return;
   if (!stop || prog_.step_in_epoch >= steps_per_epoch_) {
     // Epoch finished.
-    if (cfg_.train.eval) {
-      TraceSpan s(trace_, "evaluate");
-      evaluate(epoch);
-    }
+    if (cfg_.train.eval) evaluate(epoch);
     prog_.step_in_epoch = 0;
     prog_.epoch = epoch + 1;
   } else if (cfg_.train.eval) {
     // train.max_steps ended the run inside an epoch: still report the test accuracy reached.
-    TraceSpan s(trace_, "evaluate");
     evaluate(epoch);
   }
 }
@@ -320,12 +318,26 @@ bool Trainer::check_replicas() {
 }
 
 void Trainer::evaluate(int epoch) {
-  const auto t0 = SteadyClock::now();
-  note_phase("evaluate");
+  double ms = 0;
+  double loss_sum = 0, correct = 0, count = 0;
+  {
+    PhaseTimer phase(trace_, "evaluate", ms);
+    evaluate_pass(loss_sum, correct, count);
+  }
+  summary_.test_loss = count > 0 ? loss_sum / count : 0;
+  summary_.test_top1 = count > 0 ? correct / count : 0;
+  if (rank_ == 0) {
+    log_info(strf("[epoch %d] test loss %.4f top1 %.4f over %.0f samples (%.1f s)", epoch + 1, summary_.test_loss,
+                  summary_.test_top1, count, ms / 1000));
+    metrics_->write({{"event", "eval"}, {"epoch", epoch + 1}, {"step", prog_.step}, {"loss", summary_.test_loss},
+                     {"top1", summary_.test_top1}, {"samples", static_cast<int64_t>(count)}, {"eval_ms", ms}});
+  }
+}
+
+void Trainer::evaluate_pass(double& loss_sum, double& correct, double& count) {
   // Running statistics differ per rank (each saw its own samples): average them first.
   auto& bufs = model_->params().flat_buffers();
   if (world_ > 1) comm_->allreduce_average(std::span<float>(bufs.data<float>(), static_cast<size_t>(bufs.numel())));
-  double loss_sum = 0, correct = 0, count = 0;
   test_loader_->start_epoch(0);
   Batch b;
   PassOptions po;
@@ -353,15 +365,6 @@ void Trainer::evaluate(int epoch) {
   loss_sum = dist_sum(loss_sum);
   correct = dist_sum(correct);
   count = dist_sum(count);
-  summary_.test_loss = count > 0 ? loss_sum / count : 0;
-  summary_.test_top1 = count > 0 ? correct / count : 0;
-  if (rank_ == 0) {
-    const double ms = ms_since(t0);
-    log_info(strf("[epoch %d] test loss %.4f top1 %.4f over %.0f samples (%.1f s)", epoch + 1, summary_.test_loss,
-                  summary_.test_top1, count, ms / 1000));
-    metrics_->write({{"event", "eval"}, {"epoch", epoch + 1}, {"step", prog_.step}, {"loss", summary_.test_loss},
-                     {"top1", summary_.test_top1}, {"samples", static_cast<int64_t>(count)}, {"eval_ms", ms}});
-  }
 }
 
 void Trainer::evaluate_final_again() {

@@ -186,7 +186,10 @@ class Trainer {
   void write_run_end(double wall_s);
 
   // ---- evaluation and checks (trainer.cpp) ----
+  /// Evaluates on the test split, logs and records the result (a phase "evaluate" in the trace).
   void evaluate(int epoch);
+  /// The test split's summed loss, correct answers and samples over every rank (collective).
+  void evaluate_pass(double& loss_sum, double& correct, double& count);
   /// A start that resumes from the final checkpoint (a run killed after its last save, before its
   /// run_end) evaluates the final model again, so the run's record ends with its test accuracy.
   void evaluate_final_again();
