@@ -56,7 +56,7 @@ struct Measure {
 template <class F> Measure timed(F&& f, int reps) {
   Measure best;
   for (int r = 0; r < reps; ++r) {
-    MPI_Barrier(dist().world);
+    dist_barrier("bench io: the ranks start a measurement together");
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_s();
     auto [img, bytes] = f();

@@ -142,23 +142,14 @@ DoctorOptions parse_options(const Args& args) {
   return o;
 }
 
-/// Gathers each rank's report to rank 0 as JSON (empty vector elsewhere). Collective.
+/// Gathers each rank's report to rank 0 as JSON (empty vector elsewhere). Collective; waits as long
+/// as every peer answers (each rank's checks may take long).
 std::vector<RankReport> gather_reports(const RankReport& mine, const DistContext& d) {
-  std::string s = json(mine).dump();
-  int len = static_cast<int>(s.size());
-  std::vector<int> lens(static_cast<size_t>(d.world_size)), displs(static_cast<size_t>(d.world_size));
-  HT_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, d.world));
-  int total = 0;
-  for (int r = 0; r < d.world_size; ++r) {
-    displs[r] = total;
-    total += lens[r];
-  }
-  std::vector<char> all(d.rank == 0 ? static_cast<size_t>(total) : 0);
-  HT_MPI_CHECK(MPI_Gatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, d.world));
+  const std::vector<std::string> all =
+      dist_allgather_strings(json(mine).dump(), "doctor: every rank's report", WaitKind::while_peers_answer);
   std::vector<RankReport> out;
   if (d.rank == 0)
-    for (int r = 0; r < d.world_size; ++r)
-      out.push_back(json::parse(std::string(all.data() + displs[r], static_cast<size_t>(lens[r]))).get<RankReport>());
+    for (const std::string& r : all) out.push_back(json::parse(r).get<RankReport>());
   return out;
 }
 
@@ -348,13 +339,10 @@ int cmd_doctor(const Args& args) {
       m.gbps_by_node = qualify_network(d, hosts, 8, 4, slowdown);
       // Rank 0 collects every rank's figures: 1 + K doubles each.
       const int K = static_cast<int>(std::max<size_t>(m.gbps_by_node.size(), 1));
-      std::vector<double> mine(static_cast<size_t>(K) + 1, 0.0), all(d.rank == 0 ? (K + 1) * d.world_size : 0);
+      std::vector<double> mine(static_cast<size_t>(K) + 1, 0.0);
       mine[0] = m.gflops;
       std::copy(m.gbps_by_node.begin(), m.gbps_by_node.end(), mine.begin() + 1);
-      {
-        CollectiveWait wait("doctor --qualify: the figures to rank 0 (MPI_Gather)");
-        HT_MPI_CHECK(MPI_Gather(mine.data(), K + 1, MPI_DOUBLE, all.data(), K + 1, MPI_DOUBLE, 0, d.world));
-      }
+      const std::vector<double> all = dist_gather_to_root(mine, "doctor --qualify: the figures to rank 0");
       if (d.rank == 0) {
         std::vector<QualifyMeasure> ms(static_cast<size_t>(d.world_size));
         for (int r = 0; r < d.world_size; ++r) {
