@@ -56,6 +56,9 @@ void log_warn_job(const std::string& line) {
   if (g_rank.load() == 0) write_line(2, "hpctrain: warning: " + line);
 }
 void log_error(const std::string& line) { write_line(2, prefixed("error", line)); }
+void log_usage_error(const std::string& line) {
+  write_line(2, "hpctrain: error (rank " + std::to_string(g_rank.load()) + "): " + line);
+}
 void log_fatal(const std::string& line) { write_line(2, prefixed("fatal", line)); }
 void log_raw_err(const std::string& line) { write_line(2, line); }
 void log_raw_out(const std::string& line) { write_line(1, line); }

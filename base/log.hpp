@@ -32,6 +32,11 @@ void log_warn_job(const std::string& line);
 /// "hpctrain: error: LINE" on stderr, with "(rank R on HOST)" as for log_warn.
 void log_error(const std::string& line);
 
+/// "hpctrain: error (rank R): LINE" on stderr, from every rank that calls it, whatever the number
+/// of ranks: how a command reports an invalid config, dataset or checkpoint (exit 2,
+/// docs/exit_codes.md).
+void log_usage_error(const std::string& line);
+
 /// "hpctrain: fatal: LINE" on stderr, with "(rank R on HOST)" as for log_warn: an error the run
 /// cannot report in its metrics (a bug, a lost peer).
 void log_fatal(const std::string& line);

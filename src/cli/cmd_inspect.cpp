@@ -344,9 +344,9 @@ int cmd_inspect(const Args& args) {
   }
   int worst = static_cast<int>(dist_max(code));
   if (code != kExitOk && !msg.empty())
-    log_raw_err("hpctrain: error (rank " + std::to_string(dist().rank) + "): " + msg);
+    log_usage_error(msg);
   else if (worst != kExitOk && code == kExitOk)
-    log_raw_err("hpctrain: error (rank " + std::to_string(dist().rank) + "): inspect failed on another rank");
+    log_usage_error("inspect failed on another rank");
   return std::max(worst, code);
 }
 

@@ -122,11 +122,11 @@ int main(int argc, char** argv) {
     from_exception = false;
   } catch (const ht::CollectiveUsageError& e) {
     // Every rank raised it together: a clean exit 2 on all ranks, no MPI_Abort.
-    if (e.reported) ht::log_raw_err("hpctrain: error (rank " + std::to_string(ht::dist().rank) + "): " + e.what());
+    if (e.reported) ht::log_usage_error(e.what());
     code = ht::kExitUsage;
     from_exception = false;
   } catch (const ht::UsageError& e) {
-    ht::log_raw_err("hpctrain: error (rank " + std::to_string(ht::dist().rank) + "): " + e.what());
+    ht::log_usage_error(e.what());
     code = ht::kExitUsage;
   } catch (const std::exception& e) {
     // The flight record first (mpi/flight_recorder.hpp): what this rank last waited on peers for.
