@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <regex>
+#include <string_view>
 #include <vector>
 
 #include "io/checkpoint/checkpoint_format.hpp"
@@ -11,6 +12,7 @@
 #include "io/dataset/dataset.hpp"
 #include "io/h5.hpp"
 #include "base/error.hpp"
+#include "base/enum_names.hpp"
 
 namespace fs = std::filesystem;
 
@@ -130,7 +132,8 @@ herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* 
   auto& w = *static_cast<Walk*>(op);
   if (!w.problem.empty()) return 1;  // stop at the first problem
   ++w.rep.objects;
-  const std::string where = std::string(name) == "." ? "/" : "/" + std::string(name);
+  std::string where = "/";
+  if (std::string_view(name) != ".") where += name;
   H5Handle obj(H5Oopen(root, name, H5P_DEFAULT), H5Oclose);
   if (!obj.valid()) return w.fail(where, "object cannot be opened"), 1;
   hsize_t idx = 0;
@@ -143,7 +146,7 @@ herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* 
   return w.problem.empty() ? 0 : 1;
 }
 
-enum class Kind { checkpoint, shard, other };
+using Kind = H5FileKind;
 
 Kind kind_of(const std::string& path, hid_t file) {
   std::string format;
@@ -160,7 +163,7 @@ Kind kind_of(const std::string& path, hid_t file) {
                      " but its root attribute format = \"" + format + "\" says it is a " +
                      (named_shard ? "checkpoint" : "dataset shard"));
   if (format == kCheckpointFormat || named_checkpoint) return Kind::checkpoint;
-  if (format == "hpctrain-dataset" || named_shard) return Kind::shard;
+  if (format == "hpctrain-dataset" || named_shard) return Kind::dataset_shard;
   return Kind::other;
 }
 
@@ -171,9 +174,9 @@ void walk_file(Walk& w) {
   H5Handle f(H5Fopen(w.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!f.valid()) throw UsageError(w.path + ": HDF5 cannot open the file: " + h5_open_failure_text());
   const Kind k = kind_of(w.path, f);
-  w.rep.kind = k == Kind::checkpoint ? "checkpoint" : k == Kind::shard ? "dataset shard" : "HDF5 file";
+  w.rep.kind = k;
   w.read_data = k != Kind::checkpoint;  // read_checkpoint_file reads every tensor itself
-  if (k == Kind::shard) w.skip_data = {"/images", "/labels"};
+  if (k == Kind::dataset_shard) w.skip_data = {"/images", "/labels"};
   if (H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, visit_object, &w) < 0 && w.problem.empty())
     w.fail("/", "the object tree cannot be walked");
   if (!w.problem.empty()) throw UsageError(w.path + ": HDF5 cannot read " + w.problem);
@@ -202,6 +205,12 @@ uint64_t read_all_samples(Dataset& ds) {
 
 }  // namespace
 
+const char* to_string(H5FileKind k) {
+  static constexpr std::pair<H5FileKind, const char*> kNames[] = {
+      {H5FileKind::checkpoint, "checkpoint"}, {H5FileKind::dataset_shard, "dataset shard"}, {H5FileKind::other, "HDF5 file"}};
+  return enum_name(k, kNames);
+}
+
 H5VerifyReport verify_h5_file(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw UsageError(path + ": no such file");
@@ -214,16 +223,16 @@ H5VerifyReport verify_h5_file(const std::string& path) {
     // prefer them when it rejects the file too (this runs in the vetting child, crashes are fine).
     const std::string name = fs::path(path).filename().string();
     static const std::regex shard_name(R"((train|test)-\d{5}-of-\d{5}\.h5)");
-    if (w.rep.kind == "checkpoint" || (w.rep.kind.empty() && checkpoint_step_from_name(name) >= 0))
+    if (w.rep.kind == Kind::checkpoint || (!w.rep.kind && checkpoint_step_from_name(name) >= 0))
       read_checkpoint_file(path);
-    else if (w.rep.kind == "dataset shard" || (w.rep.kind.empty() && std::regex_match(name, shard_name)))
+    else if (w.rep.kind == Kind::dataset_shard || (!w.rep.kind && std::regex_match(name, shard_name)))
       open_dataset_shard(path);
     throw;
   }
-  if (w.rep.kind == "checkpoint") {
+  if (w.rep.kind == Kind::checkpoint) {
     CheckpointData d = read_checkpoint_file(path);
     w.rep.bytes_read += d.payload_bytes();
-  } else if (w.rep.kind == "dataset shard") {
+  } else if (w.rep.kind == Kind::dataset_shard) {
     auto ds = open_dataset_shard(path);
     w.rep.bytes_read += read_all_samples(*ds);
   }

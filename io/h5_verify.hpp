@@ -4,13 +4,19 @@
 // hangs this process and not a trainer. It runs in the vetting child (src/train/file_vetting.hpp);
 // never call it on an untrusted file in a process that must survive.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ht {
 
+/// What an HDF5 file is, by its root attribute "format" and its name.
+enum class H5FileKind { checkpoint, dataset_shard, other };
+/// "checkpoint", "dataset shard" or "HDF5 file".
+const char* to_string(H5FileKind k);
+
 /// What verify_h5_file read.
 struct H5VerifyReport {
-  std::string kind;          ///< "checkpoint", "dataset shard" or "HDF5 file"
+  std::optional<H5FileKind> kind;  ///< empty until the file is opened
   int64_t objects = 0;       ///< groups and datasets visited
   int64_t attributes = 0;    ///< attributes read
   int64_t datasets = 0;      ///< datasets whose chunk index and data were read

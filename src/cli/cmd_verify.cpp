@@ -41,7 +41,7 @@ namespace {
     if (matches("verify.child_hang"))
       for (;;) ::pause();
     const H5VerifyReport r = verify_h5_file(path);
-    text = path + ": ok (" + r.kind + ", " + std::to_string(r.objects) + " objects, " + std::to_string(r.attributes) +
+    text = path + ": ok (" + std::string(r.kind ? to_string(*r.kind) : "?") + ", " + std::to_string(r.objects) + " objects, " + std::to_string(r.attributes) +
            " attributes, " + std::to_string(r.bytes_read) + " bytes of data read)";
   } catch (...) {
     code = exit_code_of(std::current_exception(), text);
