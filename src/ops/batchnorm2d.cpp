@@ -97,6 +97,21 @@ namespace ht {
 namespace {
 
 namespace du = ht::dnnl_util;
+
+// The CPU half's per-channel statistics (the GPU half leaves them to cuDNN).
+/// 1/sqrt(var + eps) from the biased batch variance (what save_invstd holds).
+float bn_invstd(double var, float eps) { return static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps))); }
+/// PyTorch running-mean update: (1-momentum)*running + momentum*batch_mean.
+float bn_running_mean(float running, double batch_mean, float momentum) {
+  return static_cast<float>((1.0 - momentum) * running + static_cast<double>(momentum) * batch_mean);
+}
+/// PyTorch running-variance update with the unbiased batch variance: m = N*H*W values per channel
+/// (m > 1), var the biased batch variance.
+float bn_running_var(float running, double var, float momentum, int64_t m) {
+  return static_cast<float>((1.0 - momentum) * running +
+                            static_cast<double>(momentum) * var * static_cast<double>(m) / static_cast<double>(m - 1));
+}
+
 using nf = dnnl::normalization_flags;
 
 bool same_bn(const BatchNormShape& a, const BatchNormShape& b) {

@@ -9,7 +9,6 @@
 //   backward:  dx, dgamma, dbeta from x, dy and the saved statistics (training mode formula).
 // Shapes: x, y, dy, dx [N,C,H,W]; gamma, beta, running_*, save_* [C]. Parameter gradients are
 // overwritten, or added to when accumulate is true. CPU: oneDNN; CUDA: cuDNN.
-#include "src/ops/op_math.hpp"
 #include "src/ops/op.hpp"
 
 namespace ht {

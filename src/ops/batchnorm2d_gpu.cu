@@ -19,7 +19,6 @@
 #include "src/ops/gpu_common.cuh"
 #include "src/ops/batchnorm2d.hpp"
 #include "src/ops/elementwise.hpp"
-#include "src/ops/op_math.hpp"
 
 namespace ht {
 using namespace ht::cuda;  // the GPU runtime: ctx(), options(), workspaces

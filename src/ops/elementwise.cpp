@@ -60,7 +60,7 @@ int64_t count_nonfinite(const Tensor& x) {
 }  // namespace ht
 
 // ---- The CPU half ----
-// CPU element-wise ops: plain loops over the HT_HD math of src/ops/op_math.hpp, vectorisable, and
+// CPU element-wise ops: plain loops over the HT_HD math of elementwise.hpp, vectorisable, and
 // typed by the activations' dtype (float32, or bf16/fp16 with float math and RNE rounding), and
 // split across OpenMP threads only when the tensor is large enough to pay for the fork.
 namespace ht {

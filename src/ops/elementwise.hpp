@@ -1,11 +1,19 @@
 #pragma once
 // Element-wise ops: ReLU, residual add, and the small vector helpers the trainer needs.
-// The per-element math (relu_fwd, relu_bwd, is_nonfinite) is in src/ops/op_math.hpp, run by both
-// the CPU loops (src/ops/elementwise.cpp) and the CUDA kernels (src/ops/elementwise_gpu.cu).
-#include "src/ops/op_math.hpp"
+#include "base/hd.hpp"
 #include "src/ops/op.hpp"
 
 namespace ht {
+
+// The element math, one definition run by the CPU loops (elementwise.cpp) and the CUDA kernels
+// (elementwise_gpu.cu; HT_HD is __host__ __device__ under nvcc).
+/// NaN propagates (as in PyTorch), so a poisoned input is detected rather than hidden.
+HT_HD float relu_fwd(float x) { return x < 0.f ? 0.f : x; }
+/// ReLU gradient from the output (y > 0 exactly where x > 0).
+HT_HD float relu_bwd(float y, float dy) { return y > 0.f ? dy : 0.f; }
+/// True for NaN and +-Inf. Written as a comparison (NaN compares false) so that it needs no
+/// <cmath> overloads on the device; valid without -ffast-math, which this project does not use.
+HT_HD bool is_nonfinite(float x) { return !(x <= 3.402823466e38f && x >= -3.402823466e38f); }
 
 /// y = max(x, 0); x and y same size, may alias.
 void relu_forward(const Tensor& x, Tensor& y);

@@ -10,7 +10,6 @@
 #include "src/ops/gpu_common.cuh"
 #include "src/ops/lowp_gpu.cuh"
 #include "src/ops/elementwise.hpp"
-#include "src/ops/op_math.hpp"
 
 namespace ht {
 using namespace ht::cuda;  // the GPU runtime: ctx(), options(), workspaces

@@ -1,6 +1,6 @@
 #pragma once
 // Shared helpers of the CUDA op implementations (arguments arrive validated): launch geometry, RAII cuDNN
-// descriptors. Included by cuda/*.cu only.
+// descriptors. Included by the GPU halves (src/ops/*_gpu.cu) only.
 #include <cudnn.h>
 
 #include <string>

@@ -1,9 +1,9 @@
 #pragma once
 // Element access of the GPU kernels in every activation dtype (float32, bfloat16, float16): each
-// element is loaded as float, computed on in float (the HT_HD math of src/ops/op_math.hpp, as on
+// element is loaded as float, computed on in float (the HT_HD math of each op's header, as on
 // the CPU) and stored back rounded to nearest even by the conversions of base/bf16.hpp, the
 // same functions the CPU runs, so a GPU kernel and the CPU loop round alike bit for bit.
-// Included by cuda/*.cu only.
+// Included by the GPU halves (src/ops/*_gpu.cu) only.
 #include <cstdint>
 
 #include "base/bf16.hpp"

@@ -1,8 +1,7 @@
-// SGD update kernel: the same sgd_update_elem the CPU loop runs (src/ops/op_math.hpp).
+// SGD update kernel: the same sgd_update_elem the CPU loop runs (src/ops/sgd_update.hpp).
 #include "cuda/check.hpp"
 #include "cuda/cuda_context.hpp"
 #include "src/ops/sgd_update.hpp"
-#include "src/ops/op_math.hpp"
 
 #include <algorithm>
 

@@ -7,7 +7,6 @@
 
 #include "src/ops/gpu_common.cuh"
 #include "src/ops/softmax_xent.hpp"
-#include "src/ops/op_math.hpp"
 
 namespace ht {
 using namespace ht::cuda;  // the GPU runtime: ctx(), options(), workspaces

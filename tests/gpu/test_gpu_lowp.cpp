@@ -217,7 +217,7 @@ TEST_CASE("element-wise ops in bf16/fp16 round like the host's shared math", "[g
     INFO(name(t));
     const std::vector<int64_t> s{2, 8, 5, 5};
     Tensor a = rounded(randn(s, 1), t), b = rounded(randn(s, 2), t), dy = rounded(randn(s, 3), t);
-    // The expected values: the float math of src/ops/op_math.hpp on the host, rounded once to t.
+    // The expected values: the float math of src/ops/elementwise.hpp on the host, rounded once to t.
     Tensor relu_ref = Tensor::empty(s), add_ref = Tensor::empty(s), drelu_ref = Tensor::empty(s);
     relu_forward_cpu(a, relu_ref);
     relu_backward_cpu(relu_ref, dy, drelu_ref);
