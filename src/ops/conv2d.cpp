@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "src/ops/weighted_op_args.hpp"
+#include "src/ops/op.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/dnnl_weighted_op.hpp"
 #include "base/log.hpp"
@@ -70,6 +70,10 @@ void conv2d_backward(OpCachePtr& cache, const Conv2dShape& sh, const Tensor& x, 
 // at the boundary (dnnl_util::Staged). Primitives and reorders are built once per shape and kept
 // in the caller's OpCache; a shape (or bias presence) change rebuilds them. Reordered copies live
 // only within a call, in the thread's workspace slots (memory = max over layers, not the sum).
+// The two functions the dispatcher calls, conv2d_forward_cpu and conv2d_backward_cpu, are at the end
+// of the file: the oneDNN pass shared with linear (src/ops/dnnl_weighted_op.hpp) driven by ConvTraits
+// below, which builds the primitives and picks each shape's algorithm (the plan, and the fast path
+// only where this machine's check proved it accurate).
 namespace ht::cpu {
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <optional>
 
-#include "src/ops/weighted_op_args.hpp"
+#include "src/ops/op.hpp"
 #include "src/ops/dnnl_util.hpp"
 #include "src/ops/dnnl_weighted_op.hpp"
 

@@ -147,7 +147,7 @@ TEST_CASE("linear oneDNN benchmark", "[.bench][linear_bench]") {
   }
 }
 
-TEST_CASE("linear dispatchers check the shape first, then each tensor (weighted_op_args.hpp)", "[linear]") {
+TEST_CASE("linear dispatchers check the shape first, then each tensor (weighted_op_args, op.hpp)", "[linear]") {
   OpCachePtr cache;
   Tensor x = Tensor::zeros({2, 3}, DType::f32, Device::cpu), w = Tensor::zeros({4, 3}, DType::f32, Device::cpu);
   Tensor y = Tensor::zeros({2, 4}, DType::f32, Device::cpu), b = Tensor::zeros({4}, DType::f32, Device::cpu);
