@@ -15,6 +15,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/tensor.hpp"
@@ -171,5 +172,10 @@ class DataLoader {
 /// The epoch permutation of [0,n) from (seed, epoch) — same on every rank and every world_size.
 /// Fisher-Yates driven by the counter-based hash of io/dataset/augment.hpp, so it is platform-independent.
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);
+/// Positions [begin, end) of the epoch permutation that rank `rank` takes at global step `step`:
+/// [s*B + r*B/W, s*B + (r+1)*B/W). Requires W | B.
+std::pair<int64_t, int64_t> train_positions(int64_t step, int64_t global_batch, int rank, int world_size);
+/// Samples [begin, end) that rank `rank` evaluates: [floor(r*n/W), floor((r+1)*n/W)).
+std::pair<int64_t, int64_t> eval_range(int64_t n, int rank, int world_size);
 
 }  // namespace ht

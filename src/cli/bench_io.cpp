@@ -27,7 +27,6 @@
 #include <thread>
 
 #include "io/dataset/dataset.hpp"
-#include "io/dataset/sampler.hpp"
 #include "mpi/dist.hpp"
 #include "src/cli/cli_options.hpp"
 #include "src/cli/commands.hpp"
