@@ -70,6 +70,19 @@ Model::Model(const ModelSpec& spec, Device device, uint64_t seed) : spec_(spec),
   ps_.finalize(device, seed);
 }
 
+const Tensor& Model::forward(const Tensor& x, const PassOptions& o) {
+  PassOptions f = o;
+  f.compute = spec_.compute;
+  return net_.forward(x, f);
+}
+
+void Model::backward(const Tensor& dlogits, const PassOptions& o) {
+  PassOptions b = o;
+  b.need_input_grad = false;  // the input is the batch: nothing upstream needs its gradient
+  b.compute = spec_.compute;
+  net_.backward(dlogits, b);
+}
+
 std::vector<int> Model::head_param_indices() const {
   std::vector<int> idx;
   const auto& p = ps_.params();

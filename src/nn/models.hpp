@@ -30,18 +30,9 @@ class Model {
   Model(const ModelSpec& spec, Device device, uint64_t seed);
   /// x [N,C,H,W] -> logits [N,classes] (owned by the model).
   /// The pass runs in spec().compute whatever o.compute says.
-  const Tensor& forward(const Tensor& x, const PassOptions& o) {
-    PassOptions f = o;
-    f.compute = spec_.compute;
-    return net_.forward(x, f);
-  }
+  const Tensor& forward(const Tensor& x, const PassOptions& o);
   /// dlogits -> parameter gradients (into params().flat_grads()); no input gradient.
-  void backward(const Tensor& dlogits, const PassOptions& o) {
-    PassOptions b = o;
-    b.need_input_grad = false;
-    b.compute = spec_.compute;
-    net_.backward(dlogits, b);
-  }
+  void backward(const Tensor& dlogits, const PassOptions& o);
   ParamStore& params() { return ps_; }
   const ModelSpec& spec() const { return spec_; }
   Device device() const { return device_; }

@@ -102,7 +102,7 @@ bool Trainer::step(int epoch) {
   m.step = prog_.step + 1;
   m.epoch = epoch + 1;
   m.lr = learning_rate(cfg_.optim, prog_.step, total_steps_, steps_per_epoch_);
-  // ---- forward, backward (gradient buckets averaged across ranks while it runs) ----
+  // ---- forward, backward (with several ranks, gradient buckets averaged while it runs) ----
   const LocalPass local = forward_backward(images, labels, m);
   // ---- the last buckets, then the non-finite check, agreed by every rank ----
   const bool finite = exchange_and_check(local, m);
@@ -165,7 +165,7 @@ Trainer::LocalPass Trainer::forward_backward(const Tensor& images, const Tensor&
     bucketer_->begin_step();
   }
   for (int a = 0; a < A; ++a) {
-    // The batch is already on the compute device (next_batch); micro-batches are views of it.
+    // The batch is already on the compute device (take_batch); micro-batches are views of it.
     const Tensor x = images.narrow0(int64_t{a} * mb, int64_t{a + 1} * mb);
     const Tensor y = labels.narrow0(int64_t{a} * mb, int64_t{a + 1} * mb);
     PassOptions po;

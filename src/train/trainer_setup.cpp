@@ -198,13 +198,15 @@ void Trainer::setup_distributed(int threads) {
 }
 
 void Trainer::setup_communication() {
+  // CPU: MpiCommunicator (mpi/mpi_communicator.cpp); CUDA: NCCL (mpi/gpu/nccl_communicator.cu), or MPI
+  // through host memory when dist.allow_shared_gpu.
   comm_ = make_communicator(device_, cfg_.dist.allow_shared_gpu, cfg_.dist.timeout_s);
   check_same_model_on_all_ranks();  // before any collective whose size depends on the model
   auto& ps = model_->params();
   auto span_of = [](Tensor& t) { return std::span<float>(t.data<float>(), static_cast<size_t>(t.numel())); };
   comm_->broadcast(span_of(ps.flat_values()), 0);
   comm_->broadcast(span_of(ps.flat_buffers()), 0);
-  if (world_ > 1) {
+  if (world_ > 1) {  // one rank: no buckets, nothing to exchange
     std::vector<ParamSlice> slices;
     for (const auto& p : ps.params()) slices.push_back({p.offset, shape_numel(p.shape)});
     bucketer_ = std::make_unique<GradBucketer>(*comm_, span_of(ps.flat_grads()), slices, cfg_.dist.bucket_mb,
