@@ -91,7 +91,7 @@ struct WeightedOpCache : OpCache {
     fy.finish();
   }
 
-  /// dw (+= when accumulate), db (when not null, +=) and dx (when not null) from x, w, dy.
+  /// dw and db (when not null; both += when accumulate) and dx (when not null) from x, w, dy.
   void backward(const Shape& sh, const void* x, const void* w, const void* dy, void* dx, void* dw, void* db,
                 bool accumulate) {
     // The backward primitives need the forward primitive descriptor as a hint; keep the forward's
