@@ -15,8 +15,8 @@ std::atomic<int> g_world_size{1};
 std::mutex g_host_mu;
 std::string g_host;
 
-// One write(2) for the whole line (partial writes continued), no stdio lock. stdio's buffered
-// stdout is flushed first so that a CLI table printed with std::cout before a log line stays before it.
+// One write(2) for the whole line (partial writes continued). For stdout, stdio's buffer (what a
+// library printed through it) is flushed first so that its lines stay before this one.
 void write_line(int fd, const std::string& line) {
   std::string s = line;
   if (s.empty() || s.back() != '\n') s += '\n';

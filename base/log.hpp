@@ -3,7 +3,9 @@
 // own tables goes through here: informational lines from rank 0 only, warnings and errors from the
 // rank that has them, prefixed with that rank and its host when there are several ranks. Each line
 // is one write(2) of the whole line, so the lines of several ranks (and of the watchdog thread)
-// never interleave; write(2) takes no stdio lock, so a thread may log while another holds it.
+// never interleave. Lines to stdout first flush stdio's buffer (what a library printed stays before
+// them); lines to stderr take no stdio lock, so a warning or a fatal line goes out whatever another
+// thread holds.
 #include <string>
 
 namespace ht {

@@ -180,7 +180,7 @@ CheckpointLayout checkpoint_layout_of(const CheckpointData& d);
 std::string checkpoint_layout_problem(const CheckpointLayout& l, const std::string& filename);
 
 /// The progress counters and run fields of `l` (those present; a resume requires them all, see
-/// training_state_problem in src/train/training_state.hpp): step >= 0; 0 <= epoch <=
+/// checkpoint_run_problem in src/train/training_state.hpp): step >= 0; 0 <= epoch <=
 /// kCheckpointMaxEpoch; steps_per_epoch >= 1; 0 <= step_in_epoch <= steps_per_epoch; 1 <= total_steps,
 /// step <= total_steps; 0 <= nonfinite_in_row <= nonfinite_total; 1 <= world_size <=
 /// kCheckpointMaxWorldSize (0: not recorded) dividing global_batch >= 1; epoch and the cursor agree

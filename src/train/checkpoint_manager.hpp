@@ -37,8 +37,9 @@ struct CheckpointArgs {
 
 class CheckpointManager {
  public:
-  /// For `trainer` (which owns it and has finished its own set-up). The stop signals
-  /// (checkpoint.signals) are installed once by `hpctrain train` before this; nothing collective.
+  /// For `trainer` (which owns it and has finished its own set-up). The stop signals are installed
+  /// by `hpctrain train` before this (a default set at process start, then checkpoint.signals once
+  /// the config is read, src/cli/main.cpp); nothing collective.
   CheckpointManager(Trainer& trainer, CheckpointArgs args);
   /// Waits for a write in flight (its error is printed unless run_end reported it) and retires the
   /// stop-signal handlers (retire_stop_signals: TERM and INT get their default action back).

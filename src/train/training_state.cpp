@@ -74,7 +74,8 @@ class ByteReader {
 // checkpoint key; the field's type picks the group (integers: ints/, double and optional<double>:
 // floats/, strings: strings/). The checkpoint datasets, the restore from them and the bytes of the
 // broadcast walk this list; which ints a resume needs is the file format's kCheckpointResumeInts
-// (the others keep their defaults when a file lacks them). A new field is one line here.
+// (the others keep their defaults when a file lacks them). A new field is one line here, plus where
+// its value comes from and goes back to (Trainer::capture_state / restore_state).
 template <class State, class Visit>
 void for_each_field(State& s, Visit&& v) {
   auto& p = s.progress;

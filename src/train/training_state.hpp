@@ -5,8 +5,9 @@
 // the other ranks (serialize_training_state + Communicator::broadcast_bytes).
 //
 // The file format is io's CheckpointData. One list of fields (for_each_field in
-// training_state.cpp) maps the two, and also makes the bytes of the broadcast and the list of keys a
-// resume needs:
+// training_state.cpp) maps the two and makes the bytes of the broadcast; the loss scaler's state
+// travels beside it (LossScaleState), and which ints a resume requires, with their ranges, is the
+// file format's kCheckpointResumeInts (io/checkpoint/checkpoint_format.hpp):
 //   tensors        <-> CheckpointData::tensors (names: state_tensor_name and rank_buffer_name,
 //                  io/checkpoint/checkpoint_format.hpp; per-rank buffers are checkpoint format version 2)
 //   ints           step, epoch, step_in_epoch, nonfinite_in_row, nonfinite_total, epoch_offset,
