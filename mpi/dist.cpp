@@ -88,19 +88,23 @@ void dist_abort(int code) {
   std::_Exit(code);
 }
 
-bool dist_any(bool flag, WaitKind kind) {
-  int in = flag ? 1 : 0, out = 0;
-  CollectiveWait wait("dist_any (MPI_Allreduce)", kind);
-  HT_MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD));
-  return out != 0;
-}
-
-long long dist_max(long long v) {
-  long long out = 0;
-  CollectiveWait wait("dist_max (MPI_Allreduce)");
-  HT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
+namespace {
+// One value reduced over MPI_COMM_WORLD inside a CollectiveWait named `what`.
+template <class T>
+T allreduce_one(T v, MPI_Datatype type, MPI_Op op, const char* what, WaitKind kind = WaitKind::bounded) {
+  T out{};
+  CollectiveWait wait(what, kind);
+  HT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, type, op, MPI_COMM_WORLD));
   return out;
 }
+}  // namespace
+
+bool dist_any(bool flag, WaitKind kind) {
+  return allreduce_one(flag ? 1 : 0, MPI_INT, MPI_LOR, "dist_any (MPI_Allreduce)", kind) != 0;
+}
+
+long long dist_max(long long v) { return allreduce_one(v, MPI_LONG_LONG, MPI_MAX, "dist_max (MPI_Allreduce)"); }
+double dist_max(double v) { return allreduce_one(v, MPI_DOUBLE, MPI_MAX, "dist_max (MPI_Allreduce)"); }
 
 void dist_barrier(const char* what) {
   int inited = 0;
@@ -110,12 +114,7 @@ void dist_barrier(const char* what) {
   HT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
-double dist_sum(double v) {
-  double out = 0;
-  CollectiveWait wait("dist_sum (MPI_Allreduce)");
-  HT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  return out;
-}
+double dist_sum(double v) { return allreduce_one(v, MPI_DOUBLE, MPI_SUM, "dist_sum (MPI_Allreduce)"); }
 
 std::pair<uint64_t, uint64_t> dist_min_max(uint64_t v, const char* what) {
   uint64_t lo = v, hi = v;
@@ -125,15 +124,12 @@ std::pair<uint64_t, uint64_t> dist_min_max(uint64_t v, const char* what) {
   return {lo, hi};
 }
 
-uint32_t dist_bitwise_or(uint32_t flags, const char* what) {
+uint32_t dist_bitwise_or(uint32_t flags, const char* what, WaitKind kind) {
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (!inited || finalized) return flags;
-  uint32_t out = 0;
-  CollectiveWait wait(what);
-  HT_MPI_CHECK(MPI_Allreduce(&flags, &out, 1, MPI_UINT32_T, MPI_BOR, MPI_COMM_WORLD));
-  return out;
+  return allreduce_one(flags, MPI_UINT32_T, MPI_BOR, what, kind);
 }
 
 std::vector<std::string> dist_allgather_strings(const std::string& mine, const char* what, WaitKind kind) {

@@ -5,7 +5,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -44,6 +46,8 @@ constexpr double kAbortGraceS = 5.0;
 bool dist_any(bool flag, WaitKind kind = WaitKind::bounded);
 /// The maximum of `v` over ranks.
 long long dist_max(long long v);
+double dist_max(double v);
+inline long long dist_max(int v) { return dist_max(static_cast<long long>(v)); }
 /// The sum of `v` over ranks.
 double dist_sum(double v);
 /// Waits until every rank has arrived (MPI_Barrier on MPI_COMM_WORLD), without a time limit while
@@ -55,9 +59,10 @@ void dist_barrier(const char* what = "dist_barrier (MPI_Barrier, waiting for ran
 /// The minimum and the maximum of `v` over ranks (two MPI_Allreduce), bounded. `what` names the wait
 /// in a time-out message (a literal).
 std::pair<uint64_t, uint64_t> dist_min_max(uint64_t v, const char* what);
-/// Bitwise OR of `flags` over ranks (MPI_BOR allreduce), bounded. Returns `flags` unchanged where MPI
-/// is not running (before dist_init, after dist_finalize): a single process agrees with itself.
-uint32_t dist_bitwise_or(uint32_t flags, const char* what);
+/// Bitwise OR of `flags` over ranks (MPI_BOR allreduce), bounded unless `kind` says otherwise.
+/// Returns `flags` unchanged where MPI is not running (before dist_init, after dist_finalize): a
+/// single process agrees with itself.
+uint32_t dist_bitwise_or(uint32_t flags, const char* what, WaitKind kind = WaitKind::bounded);
 /// Every rank's string, indexed by rank (MPI_Allgather of the lengths, then MPI_Allgatherv).
 std::vector<std::string> dist_allgather_strings(const std::string& mine, const char* what,
                                                 WaitKind kind = WaitKind::bounded);
@@ -67,6 +72,15 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
                                            WaitKind kind = WaitKind::bounded);
 /// Rank 0's `bytes` to every rank (MPI_Bcast); `bytes` has the same size on every rank.
 void dist_broadcast(std::vector<char>& bytes, const char* what, WaitKind kind = WaitKind::bounded);
+/// Rank 0's values of `v` to every rank (T trivially copyable; v has the same size on every rank).
+template <class T>
+void dist_broadcast_values(std::vector<T>& v, const char* what, WaitKind kind = WaitKind::bounded) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::vector<char> bytes(v.size() * sizeof(T));
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  dist_broadcast(bytes, what, kind);
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+}
 /// Every rank's `mine` (the same length on every rank) on rank 0, rank-major (MPI_Gather), bounded;
 /// an empty vector on the other ranks.
 std::vector<double> dist_gather_to_root(const std::vector<double>& mine, const char* what);

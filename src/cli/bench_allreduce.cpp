@@ -96,12 +96,6 @@ int64_t parse_bytes(const std::string& opt, const std::string& v) {
   return x * mult;
 }
 
-double max_over_ranks(double v) {
-  double out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return out;
-}
-
 float pattern_value(int64_t i, int rank) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
 float expected_sum(int64_t i, int n) { return static_cast<float>(static_cast<int>(i % 7 + 1) * n * (n + 1) / 2); }
 
@@ -122,9 +116,7 @@ long long count_wrong(const Tensor& buf, F ok, bool corrupt) {
   long long bad = 0;
   for (int64_t i = 0; i < host.numel(); ++i)
     if (!ok(i, h[static_cast<size_t>(i)])) ++bad;
-  long long all = 0;
-  MPI_Allreduce(&bad, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  return all;
+  return static_cast<long long>(dist_sum(static_cast<double>(bad)));  // exact below 2^53
 }
 
 std::span<float> device_span(const Tensor& t) { return {t.data<float>(), static_cast<size_t>(t.numel())}; }
@@ -152,9 +144,9 @@ template <class Op> void time_into(Row& r, Op&& op, const Options& o, Device dev
     device_sync(dev);
     best = std::min(best, seconds_since(ti));
   }
-  const double sec = max_over_ranks(seconds_since(t0)) / o.iters;
+  const double sec = dist_max(seconds_since(t0)) / o.iters;
   r.time_us = sec * 1e6;
-  r.time_min_us = max_over_ranks(best) * 1e6;
+  r.time_min_us = dist_max(best) * 1e6;
   r.algbw = static_cast<double>(r.bytes) / sec / 1e9;
   r.busbw = r.algbw * bus_factor;
 }

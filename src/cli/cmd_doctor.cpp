@@ -11,7 +11,7 @@
 // the GPU section is then informational.
 //
 // Tests fake the environment through HT_TEST_FAULTS (doctor.* names, src/cli/doctor_probe.hpp) and
-// HT_LIBCUDA / HT_LIBNVML (cuda/gpu_env.hpp).
+// HT_LIBCUDA (cuda/gpu_env.hpp) / HT_LIBNVML (cuda/nvml_monitor.hpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -298,8 +298,11 @@ int cmd_doctor(const Args& args) {
     run_nccl = nccl_check_possible(reps, report.binding, real_gpus);
     devices = report.binding.device;
   }
-  HT_MPI_CHECK(MPI_Bcast(&run_nccl, 1, MPI_INT, 0, d.world));
-  HT_MPI_CHECK(MPI_Bcast(devices.data(), d.world_size, MPI_INT, 0, d.world));
+  std::vector<int> plan = devices;  // rank 0's plan: each rank's GPU, then whether to run NCCL
+  plan.push_back(run_nccl);
+  dist_broadcast_values(plan, "doctor: rank 0's GPU plan");
+  run_nccl = plan.back();
+  devices.assign(plan.begin(), plan.end() - 1);
   const int nccl_device = devices[static_cast<size_t>(d.rank)];
 
   report.allreduce.push_back(mpi_allreduce_check(o, d));
@@ -380,8 +383,9 @@ int cmd_doctor(const Args& args) {
       if (!f) throw RuntimeError("doctor: cannot write " + o.json_path);
     }
   }
-  HT_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, 0, d.world));
-  return code;
+  std::vector<int> rank0_code{code};
+  dist_broadcast_values(rank0_code, "doctor: rank 0's exit code");
+  return rank0_code[0];
 }
 
 }  // namespace ht

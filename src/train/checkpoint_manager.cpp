@@ -398,8 +398,9 @@ void CheckpointManager::run_end(TrainSummary& s) {
       report_completed();
     }
     uint32_t f = failed_ ? kFlagWriteFailed : 0u;
-    CollectiveWait wait("final checkpoint agreement (rank 0 finishes its write)", WaitKind::while_peers_answer);
-    if (world_ > 1) f = agree_step_flags(f);
+    // Unbounded while every peer answers: rank 0 may still be finishing a long write.
+    if (world_ > 1)
+      f = dist_bitwise_or(f, "final checkpoint agreement (rank 0 finishes its write)", WaitKind::while_peers_answer);
     failed_ = (f & kFlagWriteFailed) != 0;
   }
   if (failed_) {
