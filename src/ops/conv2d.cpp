@@ -311,12 +311,12 @@ PassAlgos check_fast_path(const ConvKey& key) {
     }
     char line[400];
     std::snprintf(line, sizeof line,
-                  "hpctrain: warning: conv2d %dx%d %d->%d on %dx%dx%d (batch %d), %s: oneDNN's %s result differs from "
+                  "conv2d %dx%d %d->%d on %dx%dx%d (batch %d), %s: oneDNN's %s result differs from "
                   "direct convolution by %.1e (bound %.0e, docs/precision.md#convolution-plans) on this CPU (%s): this "
-                  "pass runs direct convolution\n",
+                  "pass runs direct convolution",
                   sh.r, sh.s, sh.c, sh.k, sh.c, sh.h, sh.w, sh.n, kPassNames[pass], algo_name(candidate), err,
                   kConvFastPathBound, onednn_cpu_isa().c_str());
-    log_raw_err(line);  // every rank that sees it; no "(rank R on HOST)" as log_warn would add
+    log_warn(line);  // every rank that sees it, with its rank and host: the CPU is that host's
   }
   g_check_seconds.fetch_add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return chosen;
