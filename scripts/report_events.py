@@ -10,13 +10,14 @@ import os
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 
 # Verdict thresholds (docs/report.md#verdict): shares of the summed step time over the kept steps.
-# Data-bound and communication-bound use the run's own watchdog limits, watchdog.max_data_share and
-# watchdog.max_comm_share of the config in its run_start event (Run.share_limits), so the report and
-# the watchdog (src/train/watchdog.cpp) judge alike. These are the watchdog's defaults
-# (src/train/config.hpp, Config::Watchdog), used only for a metrics.jsonl whose run_start lacks them.
+# Data-bound, communication-bound and low GPU utilisation use the run's own watchdog limits,
+# watchdog.max_data_share, watchdog.max_comm_share and watchdog.min_gpu_util_pct of the config in its
+# run_start event (Run.share_limits, Run.gpu_util_limit), so the report and the watchdog
+# (src/train/watchdog.cpp) judge alike. These are the watchdog's defaults (src/train/config.hpp,
+# Config::Watchdog), used only for a metrics.jsonl whose run_start lacks them.
 WATCHDOG_DEFAULT_MAX_DATA_SHARE = 0.3   # waiting for data above this: data-bound
 WATCHDOG_DEFAULT_MAX_COMM_SHARE = 0.5   # exposed allreduce above this: communication-bound
-GPU_UTIL_MIN_PCT = 70.0      # mean GPU utilisation below this: the GPU idles
+WATCHDOG_DEFAULT_MIN_GPU_UTIL_PCT = 70.0  # mean GPU utilisation below this: the GPU idles
 CHECKPOINT_SHARE_MAX = 0.10  # training time lost to checkpoints above this: checkpoint too often
 NONFINITE_SHARE_MAX = 0.01   # skipped (non-finite) steps above this share of the steps
 JITTER_MAX = 2.0             # p95 / p50 step time above this: irregular steps

@@ -3,7 +3,7 @@ import math
 import os
 
 from report_events import (
-    GPU_FIELDS, GPU_UTIL_MIN_PCT, LOG_MIN_LABELS, PARTS, SMOOTH_MIN_STEPS, SMOOTH_POINTS,
+    GPU_FIELDS, LOG_MIN_LABELS, PARTS, SMOOTH_MIN_STEPS, SMOOTH_POINTS,
     TEST_LOSS_MIN_REL_SPAN, TOP1_MIN_SPAN, num)
 from report_text import comparison
 
@@ -353,7 +353,8 @@ def plots(runs, out_dir, plt, comp=None, facts=None):
                     for rank, pts in sorted(g.get("gpu_memory_total_bytes", {}).items())[:1]:
                         ax.axhline(pts[-1][1] / 2**30, color="grey", ls="--", lw=0.8)
             if f == "gpu_util_pct":
-                ax.axhline(GPU_UTIL_MIN_PCT, color="red", ls=":", lw=1)
+                for limit in sorted({r.gpu_util_limit() for r, _ in series}):  # each run's watchdog limit
+                    ax.axhline(limit, color="red", ls=":", lw=1)
                 ax.set_ylim(0, 105)
             ax.set_title(title)
             if ax.get_lines():

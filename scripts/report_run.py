@@ -3,7 +3,7 @@ import configparser
 import os
 
 from report_events import (
-    GPU_FIELDS, GPU_UTIL_MIN_PCT, PARTS, WATCHDOG_DEFAULT_MAX_COMM_SHARE, WATCHDOG_DEFAULT_MAX_DATA_SHARE,
+    GPU_FIELDS, PARTS, WATCHDOG_DEFAULT_MAX_COMM_SHARE, WATCHDOG_DEFAULT_MAX_DATA_SHARE, WATCHDOG_DEFAULT_MIN_GPU_UTIL_PCT,
     num, owner_running, percentile, read_events, split_sessions)
 from report_verdict import verdict
 
@@ -43,6 +43,12 @@ class Run:
             return v if v is not None and 0 < v <= 1 else default
         return (limit("max_data_share", WATCHDOG_DEFAULT_MAX_DATA_SHARE),
                 limit("max_comm_share", WATCHDOG_DEFAULT_MAX_COMM_SHARE))
+
+    def gpu_util_limit(self):
+        """watchdog.min_gpu_util_pct of the run's config (its latest run_start), else the watchdog's
+        default (an older metrics.jsonl)."""
+        v = _float_or_none(self.cfg("watchdog", "min_gpu_util_pct"))
+        return v if v is not None and 0 <= v <= 100 else WATCHDOG_DEFAULT_MIN_GPU_UTIL_PCT
 
     def global_batch(self):
         """Images per optimizer step: train.global_batch of the run's config, else the median of
@@ -262,7 +268,8 @@ class Run:
         S["gpu_fields"] = sorted(g)
         util = [v for r in g.get("gpu_util_pct", {}).values() for _, v, _ in r]
         S["gpu_util_mean_pct"] = sum(util) / len(util) if util else None
-        S["gpu_util_low_share"] = (sum(1 for v in util if v < GPU_UTIL_MIN_PCT) / len(util)) if util else None
+        S["gpu_util_min_pct"] = self.gpu_util_limit()
+        S["gpu_util_low_share"] = (sum(1 for v in util if v < S["gpu_util_min_pct"]) / len(util)) if util else None
         for f, key in (("gpu_memory_used_bytes", "gpu_memory_max_bytes"), ("gpu_temperature_c", "gpu_temperature_max_c"),
                        ("gpu_power_w", "gpu_power_max_w")):
             v = [x for r in g.get(f, {}).values() for _, x, _ in r]

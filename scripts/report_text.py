@@ -1,7 +1,7 @@
 """scripts/report.py: the text of report.md (tables, verdict lines, warnings, the comparison of runs)."""
 import math
 
-from report_events import GPU_UTIL_MIN_PCT, num
+from report_events import num
 from report_verdict import verdict_word, warning_text
 
 
@@ -52,7 +52,7 @@ def run_table(S):
         ("watchdog warnings", f"{S['warnings']}" + (" (" + ", ".join(f"{k} x{v}" for k, v in sorted(S["warning_kinds"].items())) + ")" if S["warnings"] else "")),
     ]
     if S["gpu_util_mean_pct"] is not None:
-        rows.append(("GPU", f"utilisation mean {S['gpu_util_mean_pct']:.0f}% ({S['gpu_util_low_share']:.0%} of samples under {GPU_UTIL_MIN_PCT:.0f}%), "
+        rows.append(("GPU", f"utilisation mean {S['gpu_util_mean_pct']:.0f}% ({S['gpu_util_low_share']:.0%} of samples under {S['gpu_util_min_pct']:.0f}%), "
                             f"memory max {fmt((S['gpu_memory_max_bytes'] or 0) / 2**30, '.1f')} GiB, "
                             f"temperature max {fmt(S['gpu_temperature_max_c'], '.0f')} C, power mean {fmt(S['gpu_power_mean_w'], '.0f')} W"))
     if S["recorded_budget_fields"]:

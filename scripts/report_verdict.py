@@ -1,5 +1,5 @@
 """scripts/report.py: the verdict on a run (docs/report.md#verdict): its problems and remarks."""
-from report_events import CHECKPOINT_SHARE_MAX, GPU_UTIL_MIN_PCT, JITTER_MAX, NONFINITE_SHARE_MAX
+from report_events import CHECKPOINT_SHARE_MAX, JITTER_MAX, NONFINITE_SHARE_MAX
 
 
 def warning_text(e):
@@ -25,8 +25,8 @@ def verdict(run, S):
         problems.append(f"communication-bound: {sh['exposed allreduce']:.0%} of the step time waits for the gradient "
                         f"allreduce after backward (over {comm_max:.0%}): a larger train.global_batch per rank or "
                         "train.accumulation_steps, another dist.bucket_mb, fewer ranks per node or a faster network")
-    if S["gpu_util_mean_pct"] is not None and S["gpu_util_mean_pct"] < GPU_UTIL_MIN_PCT:
-        problems.append(f"low GPU utilisation: {S['gpu_util_mean_pct']:.0f}% on average (under {GPU_UTIL_MIN_PCT:.0f}%): "
+    if S["gpu_util_mean_pct"] is not None and S["gpu_util_mean_pct"] < S["gpu_util_min_pct"]:
+        problems.append(f"low GPU utilisation: {S['gpu_util_mean_pct']:.0f}% on average (under {S['gpu_util_min_pct']:.0f}%): "
                         "the GPU waits (data, communication or a batch too small for it)")
     div = {k: v for k, v in S["warning_kinds"].items() if any(w in k.lower() for w in ("diverg", "slow", "straggl", "imbalance"))}
     if div:

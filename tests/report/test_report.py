@@ -10,6 +10,7 @@ step wins), the PNGs must be valid, GPU plots must appear exactly when NVML fiel
 run directories overlay, a run still going (live, and a cut last line) works, and bad RUN_DIRs or a
 missing matplotlib give a clear error and the documented exit code."""
 import os
+import re
 import struct
 import sys
 import zlib
@@ -189,6 +190,27 @@ check(near(Sg["gpu_util_mean_pct"], want_u), f"mean GPU utilisation {Sg['gpu_uti
 md_g = open(os.path.join(OUT_G, "report.md")).read()
 check("**Not healthy.**" in md_g and "low GPU utilisation" in md_g, "30-49% utilisation makes the verdict 'not healthy: low GPU utilisation'")
 check("low GPU utilisation" not in md, "no GPU utilisation verdict without NVML fields")
+check(Sg["gpu_util_min_pct"] == 70, f"the run's watchdog.min_gpu_util_pct (70) is the limit (got {Sg['gpu_util_min_pct']})")
+
+# The limit is the run's own (watchdog.min_gpu_util_pct in run_start's config), as the watchdog's.
+G25 = fresh_dir("gpu25")
+os.makedirs(G25)
+with open(os.path.join(G, "metrics.jsonl")) as f, open(os.path.join(G25, "metrics.jsonl"), "w") as g:
+    for line in f:
+        e = json.loads(line)
+        if e["event"] == "run_start":
+            cfg, n = re.subn(r"(?m)^min_gpu_util_pct\s*=.*$", "min_gpu_util_pct = 25", e["config"])
+            check(n == 1, "run_start's config carries watchdog.min_gpu_util_pct")
+            e["config"] = cfg
+        g.write(json.dumps(e) + "\n")
+OUT_G25 = os.path.join(TMP, "report_gpu25")
+rc, out = report(G25, "--out", OUT_G25)
+S25 = summary(OUT_G25)[0]
+md_g25 = open(os.path.join(OUT_G25, "report.md")).read()
+check(rc == 0 and S25["gpu_util_min_pct"] == 25 and S25["gpu_util_low_share"] == 0,
+      f"with watchdog.min_gpu_util_pct 25 the limit is 25 and no sample is under it (got {S25.get('gpu_util_min_pct')}, "
+      f"{S25.get('gpu_util_low_share')})") or print(out)
+check("low GPU utilisation" not in md_g25, "30-49% utilisation is no problem under the run's own 25% limit")
 
 # ---- watchdog warnings and a budget stop (fields of the runops helper), faked into a copy ---------
 W = fresh_dir("warn")
