@@ -121,16 +121,22 @@ class TraceSpan {
 class PhaseTimer {
  public:
   PhaseTimer(Trace& t, const char* name, double& ms, const char* category = "step")
-      : span_(t, name, category), ms_(ms), t0_(SteadyClock::now()) {
+      : span_(t, name, category), ms_(&ms), t0_(SteadyClock::now()) {
     note_phase(name);
   }
-  ~PhaseTimer() { ms_ += ms_since(t0_); }  // before span_ ends: the span covers the whole phase
+  /// A phase whose time is recorded only in the trace (a checkpoint at a step boundary).
+  PhaseTimer(Trace& t, const char* name) : span_(t, name, "step"), ms_(nullptr), t0_(SteadyClock::now()) {
+    note_phase(name);
+  }
+  ~PhaseTimer() {  // before span_ ends: the span covers the whole phase
+    if (ms_) *ms_ += ms_since(t0_);
+  }
   PhaseTimer(const PhaseTimer&) = delete;
   PhaseTimer& operator=(const PhaseTimer&) = delete;
 
  private:
   TraceSpan span_;
-  double& ms_;
+  double* ms_;
   SteadyClock::time_point t0_;
 };
 

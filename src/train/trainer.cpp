@@ -63,8 +63,7 @@ TrainSummary Trainer::run() {
       // Periodic saves and stops agreed by all ranks (a signal, the budget, a failed write).
       bool checkpoint_stop = false;
       if (checkpoints_) {
-        TraceSpan ck_span(trace_, "checkpoint");
-        note_phase("checkpoint");
+        PhaseTimer phase(trace_, "checkpoint");
         checkpoint_stop = checkpoints_->step_end();
       }
       if (checkpoint_stop) interrupted = true;
@@ -77,8 +76,7 @@ TrainSummary Trainer::run() {
   }
   summary_.steps = prog_.step;
   if (checkpoints_) {
-    TraceSpan ck_span(trace_, "checkpoint");
-    note_phase("checkpoint");
+    PhaseTimer phase(trace_, "checkpoint");
     checkpoints_->run_end(summary_);  // final or stop checkpoint; may set exit code 75, 3 or 1
   }
   if (trace_.enabled()) trace_.write(cfg_.run.dir);  // collective: rank 0 writes run.dir/trace.json
