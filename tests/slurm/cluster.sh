@@ -188,7 +188,8 @@ SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$d/jobcomp.txt
 InactiveLimit=0
 KillWait=5
 MinJobAge=4
@@ -331,11 +332,22 @@ ht_slurm_fail() {
   exit 1
 }
 
+# ht_slurm_job_state JOBID: the job's state; once slurmctld has forgotten an ended job (MinJobAge=4
+# above), the state of its last run in the job completion log (jobcomp.txt), so a job that ended
+# while a test waited on another one is still found ended.
+ht_slurm_job_state() {
+  local st
+  st=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -1)
+  [[ -z $st && -f $HT_SLURM_DIR/jobcomp.txt ]] &&
+    st=$(grep "^JobId=$1 " "$HT_SLURM_DIR/jobcomp.txt" | tail -n 1 | sed -n 's/.* JobState=\([A-Z_]*\).*/\1/p')
+  echo "$st"
+}
+
 # ht_slurm_wait_state JOBID REGEX TIMEOUT_S: wait until the job's state matches.
 ht_slurm_wait_state() {
   local job=$1 re=$2 t=${3:-60} st=""
   for _ in $(seq 1 $(( t * 5 ))); do
-    st=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -1)
+    st=$(ht_slurm_job_state "$job")
     [[ $st =~ $re ]] && { echo "$st"; return 0; }
     sleep 0.2
   done
