@@ -4,7 +4,7 @@
 # two jobs at once) of one srun step each, `hpctrain doctor --qualify` as train.sbatch's qualification
 # runs it, and looks for a SIGSEGV in their output.
 #   ROUNDS=25 MITIGATE=1 bash tests/cluster/stress_mpi_init.sh
-# MITIGATE=1 sets the two Open MPI settings train.sbatch sets under srun; VERBOSE_PMIX=10 shows the
+# MITIGATE=1 sets Open MPI's direct modex (one PMIx fence in MPI_Init); VERBOSE_PMIX=10 shows the
 # PMIx fences. Needs root (see tests/cluster/cluster.sh).
 HT_TEST_CLUSTER_OPTS="--nodes 2 --slurm" HT_TEST_LIMIT_S=${HT_TEST_LIMIT_S:-1500}
 source "$(dirname "$0")/lib.sh"
