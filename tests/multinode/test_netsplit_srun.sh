@@ -27,7 +27,7 @@ conf=$(scontrol show config)
 slurmd_timeout=$(sed -n 's/^SlurmdTimeout *= *\([0-9]*\) sec.*/\1/p' <<<"$conf")
 kill_wait=$(sed -n 's/^KillWait *= *\([0-9]*\) sec.*/\1/p' <<<"$conf")
 # The training step's --wait: --wait="${srun_wait:-60}" (the qualification sets srun_wait).
-srun_wait=$(sed -n 's/^ *cmd=(srun .*--wait="\?\(${srun_wait:-\)\?\([0-9]*\).*/\2/p' "$src/slurm/train.sbatch")
+srun_wait=$(sed -n 's/^ *cmd=(srun .*--wait="${srun_wait:-\([0-9]*\)}".*/\1/p' "$src/slurm/train.sbatch")
 [[ $slurmd_timeout == "$HT_SLURMD_TIMEOUT" && -n $kill_wait && -n $srun_wait ]] ||
   fail "SlurmdTimeout '$slurmd_timeout' (wanted $HT_SLURMD_TIMEOUT), KillWait '$kill_wait', train.sbatch's srun --wait '$srun_wait'"
 if [[ $mode == slurmd ]]; then
